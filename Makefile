@@ -1,0 +1,47 @@
+# Sperli. `make run` runs the sum example on this machine; `make test` runs
+# the tests (what CI runs).
+GO       ?= go
+BIN      := bin
+SPERLI   := $(BIN)/sperli
+FUZZTIME ?= 10s
+
+.PHONY: all build run test race fuzz golden bench verify clean
+
+all: build
+
+build:
+	$(GO) build -o $(SPERLI) ./cmd/sperli
+	$(GO) build -o $(BIN)/gosum ./scripts/examples/gosum
+
+run: build
+	$(SPERLI) run -n 3 scripts/examples/sum.star
+
+test:
+	$(GO) vet ./...
+	$(GO) test -race -timeout 20m ./...
+
+race:
+	$(GO) test -race ./runtime/ ./starlib/
+
+golden:
+	$(GO) test ./tests/golden/ -update
+
+# Each fuzz target for FUZZTIME.
+fuzz:
+	@set -e; for pkg in ./wire ./pki ./hosts ./runtime ./starlib; do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime/
+
+verify:
+	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt needed"; exit 1)
+	$(GO) vet ./...
+	$(GO) mod tidy -diff
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sperli/codes"
+	"sperli/launch"
+	"sperli/runtime"
+	"sperli/starlib"
+	"sperli/wire"
+)
+
+// Version is the release of this binary.
+const Version = "0.1.0"
+
+// exitError carries an exit status out of a command.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func doMain(args []string) int {
+	root := newRoot()
+	root.SetArgs(args)
+	err := root.Execute()
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	fmt.Fprintf(os.Stderr, "sperli: %v\n", err)
+	return 2
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sperli",
+		Short:         "Sperli runs message-passing jobs over mutual TLS",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newRun(), newRank(), newJob(), newCodes(), newVersion())
+	return root
+}
+
+func splitModules(s string) []string {
+	if s == "" {
+		return nil
+	}
+	var out []string
+	for _, d := range strings.Split(s, ":") {
+		if d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func newRun() *cobra.Command {
+	var o launch.Options
+	cmd := &cobra.Command{
+		Use:   "run [flags] PROGRAM [ARGS...]",
+		Short: "Launch a job of -n ranks, or run a .star file on this machine without -n",
+		Long: `Launch a job: -n ranks of PROGRAM, each on a line of the host list.
+PROGRAM ending in .star is a rank program run by "sperli rank" in every rank;
+any other PROGRAM is an executable that reads its job description from the
+first line of its standard input. Everything after PROGRAM belongs to it.
+Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Program, o.Args = args[0], args[1:]
+			if !cmd.Flags().Changed("n") {
+				if !strings.HasSuffix(o.Program, ".star") {
+					return usageErr(cmd, "run: an executable PROGRAM needs -n")
+				}
+				return runAlone(o)
+			}
+			o.Stdout, o.Stderr = os.Stdout, os.Stderr
+			o.Color = launch.UseColor(os.Stdout)
+			if code := launch.Run(context.Background(), o); code != 0 {
+				return &exitError{code}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false)
+	f.IntVarP(&o.N, "n", "n", 0, "number of ranks")
+	f.StringVar(&o.HostsFile, "hosts", "", "host list: one host a line, optionally a port")
+	f.StringVar(&o.DenyFile, "deny-hosts", "", "more refused host names, one a line")
+	f.IntVar(&o.SilenceMS, "silence", runtime.DefaultSilenceMS, "silence limit in ms before a peer is declared lost")
+	f.StringVar(&o.Modules, "modules", "", "load path for Starlark modules, directories separated by ':'")
+	f.StringVar(&o.Wdir, "wdir", "", "the ranks' working directory (default: this one)")
+	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "checkpoint directory; turns on restarts")
+	f.IntVar(&o.RestartMax, "restart-max", 3, "most restarts with --checkpoint-dir")
+	return cmd
+}
+
+func usageErr(cmd *cobra.Command, format string, args ...any) error {
+	fmt.Fprintf(os.Stderr, "sperli: "+format+"\n", args...)
+	return &exitError{2}
+}
+
+// runAlone runs a .star file on this machine, with no job.
+func runAlone(o launch.Options) error {
+	err := starlib.Run(&starlib.Program{
+		File: o.Program, Args: o.Args, Modules: splitModules(o.Modules), CacheDir: starlib.DefaultCacheDir(),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return &exitError{1}
+	}
+	return nil
+}
+
+func newRank() *cobra.Command {
+	var modules, wdir string
+	cmd := &cobra.Command{
+		Use:   "rank [--modules D:D] [--wdir DIR] PROGRAM.star [ARGS...]",
+		Short: "Run a rank program inside a job (reads the job description from stdin)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if wdir != "" {
+				if err := os.Chdir(wdir); err != nil {
+					fmt.Fprintf(os.Stderr, "sperli rank: --wdir: %v\n", err)
+					return &exitError{2}
+				}
+			}
+			if code := runRank(args[0], args[1:], splitModules(modules)); code != 0 {
+				return &exitError{code}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().SetInterspersed(false)
+	cmd.Flags().StringVar(&modules, "modules", "", "load path for Starlark modules, directories separated by ':'")
+	cmd.Flags().StringVar(&wdir, "wdir", "", "change to this directory first")
+	return cmd
+}
+
+func runRank(prog string, args, modules []string) int {
+	job, err := runtime.ReadJob(os.Stdin)
+	if err != nil {
+		return runtime.Exit(nil, err)
+	}
+	ctx := context.Background()
+	c, err := runtime.Init(ctx, job)
+	if err != nil {
+		if job.Launched {
+			return runtime.Exit(nil, err)
+		}
+		fmt.Fprintln(os.Stderr, err)
+		return runtime.ExitStatus(err)
+	}
+	err = starlib.Run(&starlib.Program{
+		File: prog, Args: args, Modules: modules, CacheDir: starlib.DefaultCacheDir(), Comm: c, Context: ctx,
+	})
+	return runtime.Exit(c, err)
+}
+
+func newJob() *cobra.Command {
+	job := &cobra.Command{Use: "job", Short: "Job identities for ranks started by hand or by another launcher"}
+	var o launch.MakeOptions
+	mk := &cobra.Command{
+		Use:   "make -n N [--hosts FILE] [--checkpoint-dir DIR] [--expires D] --out DIR",
+		Short: "Write one job description per rank (rank-<i>.job, mode 0600)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			files, err := launch.MakeJob(o)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "sperli: %v\n", err)
+				return &exitError{launch.ExitCode(err)}
+			}
+			for _, f := range files {
+				fmt.Println(f)
+			}
+			return nil
+		},
+	}
+	f := mk.Flags()
+	f.IntVarP(&o.N, "n", "n", 0, "number of ranks")
+	f.StringVar(&o.HostsFile, "hosts", "", "host list: one host a line, optionally a port")
+	f.StringVar(&o.DenyFile, "deny-hosts", "", "more refused host names, one a line")
+	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "checkpoint directory written into every description")
+	f.IntVar(&o.SilenceMS, "silence", 0, "silence limit in ms (default 5000)")
+	f.DurationVar(&o.Expires, "expires", launch.DefaultExpires, "lifetime of the join tokens")
+	f.StringVar(&o.Out, "out", "", "directory to write the descriptions to")
+	job.AddCommand(mk)
+	return job
+}
+
+func newCodes() *cobra.Command {
+	return &cobra.Command{
+		Use:   "codes",
+		Short: "Print the table of refusal codes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
+			fmt.Fprintln(w, "code\tmeaning")
+			for _, c := range codes.All() {
+				fmt.Fprintf(w, "%s\t%s\n", c, c.Meaning())
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func newVersion() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			gov := "unknown"
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				gov = bi.GoVersion
+			}
+			fmt.Printf("sperli %s (protocol %d, job description %d, %s)\n", Version, wire.Version, runtime.JobVersion, gov)
+		},
+	}
+}
+
+var (
+	_ = filepath.Join
+	_ = time.Second
+)

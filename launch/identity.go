@@ -1,0 +1,94 @@
+package launch
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"sperli/pki"
+	"sperli/runtime"
+)
+
+// Identity is what stays the same across the restarts of one job: its id,
+// its CA and its composite job key (SPEC §4.1). It lives in memory; only
+// `sperli job make` writes it out, where it is told to.
+type Identity struct {
+	ID      string
+	CA      *pki.CA
+	JobPub  *pki.PublicKey
+	JobPriv *pki.PrivateKey
+}
+
+// NewIdentity makes a fresh job identity.
+func NewIdentity() (*Identity, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	id := hex.EncodeToString(b[:])
+	ca, err := pki.NewCA(id, pki.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("making the job CA: %w", err)
+	}
+	pub, priv, err := pki.GenerateJobKey(nil)
+	if err != nil {
+		return nil, fmt.Errorf("making the job key: %w", err)
+	}
+	return &Identity{ID: id, CA: ca, JobPub: pub, JobPriv: priv}, nil
+}
+
+// Spec says what one incarnation of a job looks like.
+type Spec struct {
+	Size          int
+	Incarnation   uint32
+	Hosts         []runtime.Host // one per rank
+	SilenceMS     int
+	JoinMS        int
+	Launched      bool
+	CheckpointDir string
+	Failures      string
+	Expires       time.Time // token expiry
+}
+
+// Describe makes rank's job description: a certificate for its host, a
+// token, and the job secret for rank 0.
+func (id *Identity) Describe(s Spec, rank int) (*runtime.Job, error) {
+	host := s.Hosts[rank].Host
+	certDER, key, err := id.CA.Issue(id.ID, rank, host, s.Expires.Add(24*time.Hour))
+	if err != nil {
+		return nil, fmt.Errorf("issuing the certificate of rank %d: %w", rank, err)
+	}
+	tok, err := pki.Token{Job: id.ID, Rank: rank, Size: s.Size, Incarnation: s.Incarnation, Host: host, Expires: s.Expires}.Sign(id.JobPriv)
+	if err != nil {
+		return nil, fmt.Errorf("signing the token of rank %d: %w", rank, err)
+	}
+	pubBytes, err := id.JobPub.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	j := &runtime.Job{
+		Version:       runtime.JobVersion,
+		ID:            id.ID,
+		Rank:          rank,
+		Size:          s.Size,
+		Incarnation:   s.Incarnation,
+		Hosts:         s.Hosts,
+		CA:            id.CA.CertDER,
+		Cert:          certDER,
+		Key:           key.Seed(),
+		JobKey:        pubBytes,
+		Token:         tok,
+		SilenceMS:     s.SilenceMS,
+		JoinMS:        s.JoinMS,
+		Launched:      s.Launched,
+		CheckpointDir: s.CheckpointDir,
+		Failures:      s.Failures,
+	}
+	if rank == 0 {
+		if j.JobSecret, err = id.JobPriv.MarshalBinary(); err != nil {
+			return nil, err
+		}
+	}
+	return j, nil
+}

@@ -1,0 +1,480 @@
+package launch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"sperli/codes"
+	"sperli/hosts"
+	"sperli/runtime"
+)
+
+// Options are the flags of `sperli run`.
+type Options struct {
+	N             int      // ranks (-n)
+	HostsFile     string   // --hosts; "" runs every rank on 127.0.0.1
+	DenyFile      string   // --deny-hosts
+	SilenceMS     int      // --silence; 0 is the default 5000
+	Modules       string   // --modules D:D
+	Wdir          string   // --wdir; "" is the launcher's working directory
+	CheckpointDir string   // --checkpoint-dir (restarts: a later issue)
+	RestartMax    int      // --restart-max
+	Program       string   // a .star file or an executable
+	Args          []string // the program's arguments
+	Self          string   // the sperli binary for `sperli rank`; "" is os.Executable
+	JoinMS        int      // the join window; 0 is the default 30 s
+
+	Stdout io.Writer // rank output, after the ranks ended
+	Stderr io.Writer // the launcher's own lines, as they happen
+	Color  bool      // style the rank prefixes
+}
+
+// UsageError is a mistake in the command line or host list: nothing was
+// started, and the launcher exits 2.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usage(format string, args ...any) error { return &UsageError{Msg: fmt.Sprintf(format, args...)} }
+
+// ExitCode returns the launcher's exit status for an error of Prepare.
+func ExitCode(err error) int {
+	var u *UsageError
+	var p *hosts.ParseError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u), errors.As(err, &p), codes.Of(err) == codes.HostRefused:
+		return 2
+	}
+	return 1
+}
+
+// Placement is the host list with the refused-host rule applied.
+type Placement struct {
+	File  string
+	Lines []hosts.Line
+}
+
+// Place reads and checks the host list for n ranks (SPEC §3, §4.4): a
+// malformed line, too few lines, or a refused name on any line, and
+// nothing starts.
+func Place(n int, hostsFile, denyFile string) (*Placement, error) {
+	if n < 1 {
+		return nil, usage("-n %d: want at least 1 rank", n)
+	}
+	if n > runtime.MaxSize {
+		return nil, usage("-n %d: at most %d ranks", n, runtime.MaxSize)
+	}
+	var deny []string
+	if denyFile != "" {
+		d, err := hosts.ReadDenyFile(denyFile)
+		if err != nil {
+			return nil, err
+		}
+		deny = d
+	}
+	pl := &Placement{File: hostsFile}
+	if hostsFile == "" {
+		pl.Lines = hosts.Local(n)
+	} else {
+		lines, err := hosts.ReadFile(hostsFile)
+		if err != nil {
+			return nil, err
+		}
+		pl.Lines = lines
+	}
+	if err := hosts.NewRefuser(os.Getenv(hosts.EnvRefused), deny).Check(hostsFile, pl.Lines); err != nil {
+		return nil, err
+	}
+	if len(pl.Lines) < n {
+		return nil, usage("%s: %d host lines, want at least %d (one per rank)", hostsFile, len(pl.Lines), n)
+	}
+	return pl, nil
+}
+
+// rankProc is one started rank.
+type rankProc struct {
+	rank   int
+	host   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	ended  chan struct{}
+	state  *os.ProcessState
+	err    error
+	status *runtime.Status
+}
+
+// Run launches the job and waits for it; it returns the exit status of
+// SPEC §2.
+func Run(ctx context.Context, o Options) int {
+	l := &launcher{o: o}
+	return l.run(ctx)
+}
+
+type launcher struct {
+	o     Options
+	mu    sync.Mutex
+	lines []string // launcher lines said already, to say each once
+}
+
+func (l *launcher) say(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.lines {
+		if m == msg {
+			return
+		}
+	}
+	l.lines = append(l.lines, msg)
+	fmt.Fprintf(l.o.Stderr, "sperli: %s\n", msg)
+}
+
+func (l *launcher) run(ctx context.Context) int {
+	o := l.o
+	if o.Program == "" {
+		l.say("run: missing PROGRAM")
+		return 2
+	}
+	pl, err := Place(o.N, o.HostsFile, o.DenyFile)
+	if err != nil {
+		l.say("%v", err)
+		return ExitCode(err)
+	}
+	if o.SilenceMS != 0 && (o.SilenceMS < runtime.MinSilenceMS || o.SilenceMS > runtime.MaxSilenceMS) {
+		l.say("--silence %d: want %d to %d ms", o.SilenceMS, runtime.MinSilenceMS, runtime.MaxSilenceMS)
+		return 2
+	}
+	star := strings.HasSuffix(o.Program, ".star")
+	if _, err := os.Stat(o.Program); err != nil {
+		l.say("program %s: %v", o.Program, errors.Unwrap(err))
+		return 2
+	}
+	if l.o.Self == "" {
+		if l.o.Self, err = os.Executable(); err != nil {
+			l.say("cannot find the sperli binary: %v", err)
+			return 1
+		}
+	}
+	id, err := NewIdentity()
+	if err != nil {
+		l.say("%v", err)
+		return 1
+	}
+	failures := os.Getenv("SPERLI_TEST_FAILURE_SCHEDULE")
+	return l.incarnation(ctx, id, pl, star, 0, failures)
+}
+
+// incarnation starts every rank of one incarnation and waits for them.
+func (l *launcher) incarnation(ctx context.Context, id *Identity, pl *Placement, star bool, inc uint32, failures string) int {
+	o := l.o
+	n := o.N
+	table := make([]runtime.Host, n)
+	listeners := make([]*os.File, n)
+	defer func() {
+		for _, f := range listeners {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	for r := 0; r < n; r++ {
+		line := pl.Lines[r]
+		if hosts.IsLocal(line.Host) {
+			// Bind here and hand the socket to the rank: no port race.
+			ln, err := net.Listen("tcp", net.JoinHostPort(hosts.ListenHost(line.Host), "0"))
+			if err != nil {
+				l.say("rank %d: cannot listen on %s: %v", r, line.Host, err)
+				return 1
+			}
+			f, err := ln.(*net.TCPListener).File()
+			ln.Close()
+			if err != nil {
+				l.say("rank %d: %v", r, err)
+				return 1
+			}
+			listeners[r] = f
+			table[r] = runtime.Host{Host: line.Host, Port: portOf(ln.Addr())}
+		} else {
+			table[r] = runtime.Host{Host: line.Host, Port: hosts.RankPort(line, r)}
+		}
+	}
+	join := time.Duration(o.JoinMS) * time.Millisecond
+	if join == 0 {
+		join = runtime.DefaultJoinMS * time.Millisecond
+	}
+	spec := Spec{
+		Size: n, Incarnation: inc, Hosts: table, SilenceMS: o.SilenceMS, JoinMS: o.JoinMS,
+		Launched: true, CheckpointDir: o.CheckpointDir, Failures: failures,
+		Expires: time.Now().Add(join + 5*time.Minute),
+	}
+	wdir := o.Wdir
+	if wdir == "" {
+		wdir, _ = os.Getwd()
+	}
+	progAbs := o.Program
+	if !filepath.IsAbs(progAbs) {
+		progAbs = filepath.Join(mustGetwd(), progAbs)
+	}
+
+	procs := make([]*rankProc, n)
+	for r := 0; r < n; r++ {
+		j, err := id.Describe(spec, r)
+		if err != nil {
+			l.say("%v", err)
+			l.stopAll(procs)
+			return 1
+		}
+		p := &rankProc{rank: r, host: table[r].Host, ended: make(chan struct{})}
+		var argv []string
+		local := listeners[r] != nil
+		if star {
+			argv = []string{o.Self, "rank"}
+			if o.Modules != "" {
+				argv = append(argv, "--modules", o.Modules)
+			}
+			if !local {
+				argv = append(argv, "--wdir", wdir)
+				argv = append(argv, o.Program)
+			} else {
+				argv = append(argv, progAbs)
+			}
+			argv = append(argv, o.Args...)
+		} else {
+			prog := o.Program
+			if local {
+				prog = progAbs
+			}
+			argv = append([]string{prog}, o.Args...)
+		}
+		if local {
+			j.ListenFD = 3
+			p.cmd = exec.Command(argv[0], argv[1:]...)
+			p.cmd.ExtraFiles = []*os.File{listeners[r]}
+			p.cmd.Dir = wdir
+		} else {
+			ssh := hosts.SSHArgv(table[r].Host, argv)
+			p.cmd = exec.Command(ssh[0], ssh[1:]...)
+		}
+		p.cmd.Stdout = &p.stdout
+		p.cmd.Stderr = &p.stderr
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		stdin, err := p.cmd.StdinPipe()
+		if err != nil {
+			l.say("rank %d: %v", r, err)
+			l.stopAll(procs)
+			return 1
+		}
+		p.stdin = stdin
+		if err := p.cmd.Start(); err != nil {
+			l.say("rank %d on %s: cannot start %s: %v", r, table[r].Host, argv[0], err)
+			l.stopAll(procs)
+			return 1
+		}
+		procs[r] = p
+		go func() {
+			p.err = p.cmd.Wait()
+			p.state = p.cmd.ProcessState
+			close(p.ended)
+		}()
+		line := append(j.Encode(), '\n')
+		if _, err := stdin.Write(line); err != nil {
+			// The rank died at once; its end is seen below.
+			_ = err
+		}
+	}
+	for _, f := range listeners {
+		if f != nil {
+			f.Close()
+		}
+	}
+	for i := range listeners {
+		listeners[i] = nil
+	}
+	return l.wait(ctx, procs)
+}
+
+func mustGetwd() string {
+	d, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	return d
+}
+
+func portOf(a net.Addr) int {
+	_, p, _ := net.SplitHostPort(a.String())
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// wait waits for every rank to end. After a rank ends badly the others are
+// given the silence limit and a margin to end on their own (they detect it
+// themselves), then they are killed; an interrupt kills them at once.
+func (l *launcher) wait(ctx context.Context, procs []*rankProc) int {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	silence := time.Duration(l.o.SilenceMS) * time.Millisecond
+	if silence == 0 {
+		silence = runtime.DefaultSilenceMS * time.Millisecond
+	}
+	pending := len(procs)
+	endedCh := make(chan *rankProc, len(procs))
+	for _, p := range procs {
+		go func(p *rankProc) { <-p.ended; endedCh <- p }(p)
+	}
+	var backstop <-chan time.Time
+	interrupted := false
+	for pending > 0 {
+		select {
+		case p := <-endedCh:
+			pending--
+			l.ended(p)
+			if !p.state.Success() && backstop == nil {
+				backstop = time.After(silence + 3*time.Second)
+			}
+		case <-backstop:
+			for _, p := range procs {
+				if !isEnded(p) {
+					l.say("rank %d did not end after the job failed; killed", p.rank)
+				}
+			}
+			l.stopAll(procs)
+			backstop = nil
+		case s := <-sigs:
+			if !interrupted {
+				l.say("%v: ending every rank", s)
+			}
+			interrupted = true
+			l.stopAll(procs)
+		case <-ctx.Done():
+			interrupted = true
+			l.stopAll(procs)
+		}
+	}
+	l.printOutput(procs)
+	if interrupted {
+		return 1
+	}
+	return l.outcome(procs)
+}
+
+func isEnded(p *rankProc) bool {
+	select {
+	case <-p.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// ended reads a rank's status record and says at once what is worth saying.
+func (l *launcher) ended(p *rankProc) {
+	p.status = lastStatus(p.stderr.Bytes())
+	ws, _ := p.state.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		l.say("rank %d lost: killed by signal %d (%v)", p.rank, int(ws.Signal()), ws.Signal())
+	case p.status != nil && p.status.Code == codes.PeerLost.String() && p.status.CauseRank >= 0:
+		l.say("rank %d lost: %s (seen by rank %d)", p.status.CauseRank, strings.TrimPrefix(p.status.Msg, "H1611: "), p.rank)
+	case p.status == nil && !p.state.Success():
+		l.say("rank %d on %s ended with exit status %d and no status record", p.rank, p.host, p.state.ExitCode())
+	}
+}
+
+// outcome is the launcher's exit status: 0 when every rank ended with 0; 75
+// when a rank was lost; 1 otherwise.
+func (l *launcher) outcome(procs []*rankProc) int {
+	code := 0
+	for _, p := range procs {
+		ws, _ := p.state.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Signaled():
+			return runtime.ExitLost
+		case p.state.ExitCode() == runtime.ExitLost:
+			code = runtime.ExitLost
+		case p.state.ExitCode() != 0 && code == 0:
+			code = 1
+		}
+	}
+	return code
+}
+
+// stopAll ends every rank still running: its control channel closes, then
+// its process group is killed.
+func (l *launcher) stopAll(procs []*rankProc) {
+	for _, p := range procs {
+		if p == nil || isEnded(p) {
+			continue
+		}
+		p.stdin.Close()
+		if p.cmd.Process != nil {
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// lastStatus finds the status record in a rank's standard error.
+func lastStatus(stderr []byte) *runtime.Status {
+	var st *runtime.Status
+	sc := bufio.NewScanner(bytes.NewReader(stderr))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		if s, ok := runtime.ParseStatus(sc.Text()); ok {
+			st = &s
+		}
+	}
+	return st
+}
+
+// printOutput shows every rank's output in rank order: stdout lines, then
+// stderr lines (without the status record), each prefixed "[rank i] ".
+func (l *launcher) printOutput(procs []*rankProc) {
+	w := bufio.NewWriter(l.o.Stdout)
+	defer w.Flush()
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		prefix := Prefix(p.rank, l.o.Color)
+		writeLines(w, prefix, p.stdout.Bytes(), false)
+		writeLines(w, prefix, p.stderr.Bytes(), true)
+	}
+}
+
+func writeLines(w *bufio.Writer, prefix string, b []byte, skipStatus bool) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		var line []byte
+		if i < 0 {
+			line, b = b, nil
+		} else {
+			line, b = b[:i], b[i+1:]
+		}
+		if skipStatus && bytes.HasPrefix(line, []byte(runtime.StatusPrefix)) {
+			continue
+		}
+		w.WriteString(prefix)
+		w.Write(line)
+		w.WriteByte('\n')
+	}
+}

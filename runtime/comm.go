@@ -1,0 +1,683 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"sperli/codes"
+	"sperli/pki"
+	"sperli/wire"
+)
+
+// Comm is a rank's communicator: its place in a joined job. Its methods are
+// safe for concurrent use by several goroutines (point-to-point calls from
+// many goroutines work; collectives and checkpoints are serialised in the
+// order the goroutines reach them, so their order across ranks is the
+// caller's business).
+type Comm struct {
+	job  *Job
+	rank int
+	size int
+	inc  uint32
+
+	peers   []*peer // nil at this rank's own index
+	jobPub  *pki.PublicKey
+	jobPriv *pki.PrivateKey // rank 0 only
+
+	mu       sync.Mutex
+	match    *matcher
+	open     map[any]string // open operations and what they are, for messages
+	err      error          // why the communicator ended; set once, under mu
+	finished bool
+	dead     chan struct{} // closed when err is set
+
+	silenceMS atomic.Int64 // this rank's silence limit
+	closing   atomic.Bool  // Finish or Close under way: broken connections are expected
+
+	coll collState
+
+	staleDropped atomic.Int64 // frames of another incarnation dropped (for tests)
+
+	stopMon chan struct{}
+	monDone chan struct{}
+	resched chan struct{} // wakes the monitor when a silence limit changed
+	closeMu sync.Once
+}
+
+// Rank returns this rank's number, 0 … Size()-1.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size returns the number of ranks in the job.
+func (c *Comm) Size() int { return c.size }
+
+// JobID returns the job's id (32 hex digits).
+func (c *Comm) JobID() string { return c.job.ID }
+
+// Incarnation returns the job's incarnation: 0, then one more at each restart.
+func (c *Comm) Incarnation() uint32 { return c.inc }
+
+// Job returns the job description the communicator was made from.
+func (c *Comm) Job() *Job { return c.job }
+
+// Finished reports whether Finish was called.
+func (c *Comm) Finished() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.finished
+}
+
+// StaleDropped returns how many frames of another incarnation were dropped.
+func (c *Comm) StaleDropped() int64 { return c.staleDropped.Load() }
+
+func newComm(j *Job) *Comm {
+	c := &Comm{
+		job:     j,
+		rank:    j.Rank,
+		size:    j.Size,
+		inc:     j.Incarnation,
+		peers:   make([]*peer, j.Size),
+		match:   newMatcher(j.Size),
+		open:    make(map[any]string),
+		dead:    make(chan struct{}),
+		stopMon: make(chan struct{}),
+		monDone: make(chan struct{}),
+		resched: make(chan struct{}, 1),
+	}
+	c.silenceMS.Store(int64(j.silence() / time.Millisecond))
+	c.coll.init(j.Size)
+	return c
+}
+
+func (c *Comm) deadErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// usable returns the error a new call gets, or nil. Call with c.mu held.
+func (c *Comm) usableLocked() error {
+	return c.err
+}
+
+// end records why the communicator ended and wakes every waiter. It reports
+// whether this call was the first (only the first cause is kept).
+func (c *Comm) end(err error) bool {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return false
+	}
+	c.err = err
+	close(c.dead)
+	ops := c.match.all()
+	c.mu.Unlock()
+	for _, op := range ops {
+		op.err = err
+		close(op.done)
+	}
+	c.coll.wake()
+	return true
+}
+
+// tell sends an abort frame with reason r to every peer still connected.
+func (c *Comm) tell(r wire.Reason) {
+	payload := wire.AppendReason(nil, r)
+	for _, p := range c.peers {
+		if p != nil && !p.gone.Load() {
+			p.control(wire.Abort, payload)
+		}
+	}
+}
+
+// lost declares rank lost (SPEC §7): this rank returns H1611 and tells every
+// other rank, which return H1612.
+func (c *Comm) lost(rank int, why string) {
+	err := &codes.Error{
+		Code:  codes.PeerLost,
+		Rank:  rank,
+		Msg:   fmt.Sprintf("rank %d lost: %s", rank, why),
+		Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost},
+	}
+	if c.end(err) {
+		c.tell(wire.Reason{Code: codes.PeerLost, Cause: codes.CauseLost, Rank: int32(rank), Msg: err.Error()})
+	}
+	if p := c.peers[rank]; p != nil {
+		p.close()
+	}
+}
+
+// fail ends the job because this rank failed with err (a mismatch, a bad
+// frame, a program error): the others return H1612 with this cause.
+func (c *Comm) fail(err error) {
+	code := codes.Of(err)
+	if !code.Valid() {
+		code = codes.JobEnded
+	}
+	if c.end(err) {
+		c.tell(wire.Reason{Code: code, Cause: codes.CauseFailed, Rank: int32(c.rank), Msg: err.Error()})
+	}
+}
+
+// ended handles an abort frame from rank from.
+func (c *Comm) ended(from int, r wire.Reason) {
+	msg := fmt.Sprintf("job ended by rank %d: %s", from, r.Msg)
+	switch r.Cause {
+	case codes.CauseAborted:
+		msg = fmt.Sprintf("job ended by rank %d: it called abort", from)
+	case codes.CauseLauncher:
+		msg = fmt.Sprintf("job ended by rank %d: its launcher is gone", from)
+	}
+	c.end(&codes.Error{
+		Code:  codes.JobEnded,
+		Rank:  from,
+		Msg:   msg,
+		Cause: &codes.Cause{Kind: r.Cause, Rank: int(r.Rank), Code: r.Code},
+	})
+}
+
+// dispatch handles one frame read from p. It runs on p's reader goroutine;
+// an error it returns ends the job with this rank as the failed one.
+func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
+	switch h.Type {
+	case wire.Data:
+		msg := message{data: payload, cost: frameCost(len(payload))}
+		c.mu.Lock()
+		op := c.match.arrive(p.rank, h.Tag, msg)
+		if op != nil {
+			c.consumedLocked(p, msg.cost)
+		}
+		c.mu.Unlock()
+		if op != nil {
+			close(op.done)
+		}
+	case wire.Heartbeat:
+	case wire.Bye:
+		p.bye.Store(true)
+		c.mu.Lock()
+		ops := c.match.cancelFrom(p.rank)
+		c.mu.Unlock()
+		for _, op := range ops {
+			op.err = codes.New(codes.Finished, "rank %d has finished: recv(%d, %d) can never be matched", p.rank, p.rank, op.tag)
+			close(op.done)
+		}
+		c.coll.wake()
+	case wire.Abort:
+		r, err := wire.DecodeReason(payload)
+		if err != nil {
+			return err
+		}
+		c.ended(p.rank, r)
+	case wire.Collective:
+		return c.collArrive(p, h, payload)
+	case wire.Credit:
+		p.credit <- int64(binary.BigEndian.Uint64(payload))
+	case wire.Silence:
+		ms := binary.BigEndian.Uint32(payload)
+		if ms < MinSilenceMS || ms > MaxSilenceMS {
+			return codes.New(codes.FrameMalformed, "rank %d announced a silence limit of %d ms, want %d to %d", p.rank, ms, MinSilenceMS, MaxSilenceMS)
+		}
+		p.silenceMS.Store(int64(ms))
+		p.control(wire.Heartbeat, nil)
+		c.reschedule()
+	default:
+		return codes.New(codes.FrameMalformed, "rank %d sent a %s frame after the join", p.rank, h.Type)
+	}
+	return nil
+}
+
+// consumedLocked counts credit consumed from p's window and returns it in
+// batches. Call with c.mu held.
+func (c *Comm) consumedLocked(p *peer, cost int64) {
+	if p == nil {
+		return
+	}
+	p.unreturned += cost
+	if p.unreturned >= creditBatch {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(p.unreturned))
+		p.unreturned = 0
+		p.control(wire.Credit, b[:])
+	}
+}
+
+func (c *Comm) checkPeer(op string, rank int) error {
+	if rank < 0 || rank >= c.size {
+		return &codes.Error{Code: codes.OutOfRange, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: rank %d is outside the job (size %d)", op, rank, c.size)}
+	}
+	return nil
+}
+
+func checkTag(op string, tag int) error {
+	if tag < 0 || tag > wire.MaxTag {
+		return &codes.Error{Code: codes.OutOfRange, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: tag %d is outside 0 to %d", op, tag, wire.MaxTag)}
+	}
+	return nil
+}
+
+// SendOp is an open send made by StartSend.
+type SendOp struct {
+	f        *outFrame
+	desc     string
+	finished bool // guarded by Comm.mu
+	busy     bool
+}
+
+// RecvOp is an open receive made by StartRecv.
+type RecvOp struct {
+	r    *recvOp
+	desc string
+	busy bool
+}
+
+// Send sends data to rank dest with tag. It returns when the message is
+// handed to the connection; it may block while the receiver's buffer for
+// this rank is full (SPEC §6). From the call on, data belongs to the
+// runtime: the caller must not change it. A dest or tag out of range, or
+// data over 16 MiB, is H1616; a finished communicator is H1617.
+func (c *Comm) Send(ctx context.Context, dest, tag int, data []byte) error {
+	op, err := c.StartSend(dest, tag, data)
+	if err != nil {
+		return err
+	}
+	return c.FinishSend(ctx, op)
+}
+
+// StartSend starts sending data to rank dest with tag and returns at once.
+// Messages are sent in the order StartSend and Send are called. data
+// belongs to the runtime from the call on. The operation must be finished
+// with FinishSend exactly once.
+func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
+	if err := c.checkPeer("send", dest); err != nil {
+		return nil, err
+	}
+	if err := checkTag("send", tag); err != nil {
+		return nil, err
+	}
+	if len(data) > wire.MaxPayload {
+		return nil, &codes.Error{Code: codes.OutOfRange, Op: "send", Rank: -1, Msg: fmt.Sprintf("send: message is %d bytes, limit %d", len(data), wire.MaxPayload)}
+	}
+	op := &SendOp{desc: fmt.Sprintf("send to rank %d tag %d", dest, tag)}
+	f := &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
+	op.f = f
+	c.mu.Lock()
+	if err := c.callableLocked("send"); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	if dest == c.rank {
+		m := message{data: data}
+		r := c.match.arrive(c.rank, uint32(tag), m)
+		c.open[op] = op.desc
+		c.mu.Unlock()
+		if r != nil {
+			close(r.done)
+		}
+		close(f.done)
+		return op, nil
+	}
+	p := c.peers[dest]
+	if p.bye.Load() {
+		c.mu.Unlock()
+		return nil, &codes.Error{Code: codes.Finished, Op: "send", Rank: dest, Msg: fmt.Sprintf("send: rank %d has finished", dest)}
+	}
+	c.open[op] = op.desc
+	c.mu.Unlock()
+	if err := p.enqueue(f); err != nil {
+		f.err = err
+		close(f.done)
+	}
+	return op, nil
+}
+
+// FinishSend waits until the send is handed to the connection. Finishing an
+// operation twice, or one of another communicator, is H1617. When ctx ends
+// first, it returns ctx's error and the operation stays open.
+func (c *Comm) FinishSend(ctx context.Context, op *SendOp) error {
+	if op == nil {
+		return codes.New(codes.Finished, "finish_send: no operation")
+	}
+	c.mu.Lock()
+	if _, ok := c.open[op]; !ok || op.busy {
+		c.mu.Unlock()
+		if op.finished {
+			return &codes.Error{Code: codes.Finished, Op: "finish_send", Rank: -1, Msg: fmt.Sprintf("finish_send: %s is already finished", op.desc)}
+		}
+		return &codes.Error{Code: codes.Finished, Op: "finish_send", Rank: -1, Msg: fmt.Sprintf("finish_send: %s is not open", op.desc)}
+	}
+	op.busy = true
+	c.mu.Unlock()
+	var err error
+	select {
+	case <-op.f.done:
+		err = op.f.err
+	case <-c.dead:
+		select {
+		case <-op.f.done:
+			err = op.f.err
+		default:
+			err = c.deadErr()
+		}
+	case <-ctx.Done():
+		c.mu.Lock()
+		op.busy = false
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+	if err != nil && codes.As(err) == nil {
+		if de := c.deadErr(); de != nil {
+			err = de
+		}
+	}
+	c.mu.Lock()
+	delete(c.open, op)
+	op.finished = true
+	op.busy = false
+	c.mu.Unlock()
+	return err
+}
+
+// Recv returns the next message from rank source with tag. The returned
+// slice belongs to the caller. A source or tag out of range is H1616; a
+// lost peer is H1611 (H1612 when another rank saw the loss).
+func (c *Comm) Recv(ctx context.Context, source, tag int) ([]byte, error) {
+	op, err := c.StartRecv(source, tag)
+	if err != nil {
+		return nil, err
+	}
+	return c.FinishRecv(ctx, op)
+}
+
+// StartRecv posts a receive for the next message from source with tag and
+// returns at once. Receives of one (source, tag) are matched in the order
+// they are posted. The operation must be finished with FinishRecv once.
+func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
+	if err := c.checkPeer("recv", source); err != nil {
+		return nil, err
+	}
+	if err := checkTag("recv", tag); err != nil {
+		return nil, err
+	}
+	r := &recvOp{src: source, tag: uint32(tag), done: make(chan struct{})}
+	op := &RecvOp{r: r, desc: fmt.Sprintf("recv from rank %d tag %d", source, tag)}
+	c.mu.Lock()
+	if err := c.callableLocked("recv"); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.open[op] = op.desc
+	if c.match.post(r) {
+		c.consumedLocked(c.peers[source], r.cost)
+		c.mu.Unlock()
+		close(r.done)
+		return op, nil
+	}
+	if p := c.peers[source]; p != nil && p.bye.Load() {
+		c.match.cancelFrom(source)
+		c.mu.Unlock()
+		r.err = &codes.Error{Code: codes.Finished, Op: "recv", Rank: source, Msg: fmt.Sprintf("recv: rank %d has finished: recv(%d, %d) can never be matched", source, source, tag)}
+		close(r.done)
+		return op, nil
+	}
+	c.mu.Unlock()
+	return op, nil
+}
+
+// FinishRecv waits for the receive and returns its message, which belongs
+// to the caller. Finishing twice is H1617. When ctx ends first, it returns
+// ctx's error and the operation stays open.
+func (c *Comm) FinishRecv(ctx context.Context, op *RecvOp) ([]byte, error) {
+	if op == nil {
+		return nil, codes.New(codes.Finished, "finish_recv: no operation")
+	}
+	c.mu.Lock()
+	if _, ok := c.open[op]; !ok || op.busy {
+		c.mu.Unlock()
+		return nil, &codes.Error{Code: codes.Finished, Op: "finish_recv", Rank: -1, Msg: fmt.Sprintf("finish_recv: %s is not open (finished already?)", op.desc)}
+	}
+	op.busy = true
+	c.mu.Unlock()
+	select {
+	case <-op.r.done:
+	case <-ctx.Done():
+		c.mu.Lock()
+		op.busy = false
+		c.mu.Unlock()
+		return nil, ctx.Err()
+	}
+	c.mu.Lock()
+	delete(c.open, op)
+	c.mu.Unlock()
+	return op.r.data, op.r.err
+}
+
+// callableLocked returns the error a new call gets on an ended
+// communicator. Call with c.mu held.
+func (c *Comm) callableLocked(op string) error {
+	if c.err != nil {
+		return c.err
+	}
+	if c.finished {
+		return &codes.Error{Code: codes.Finished, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: the communicator is finished", op)}
+	}
+	return nil
+}
+
+// SetSilence sets this rank's silence limit (at least 100 ms) and tells
+// every peer, so that they heartbeat often enough (SPEC §7).
+func (c *Comm) SetSilence(ms int) error {
+	if ms < MinSilenceMS || ms > MaxSilenceMS {
+		return &codes.Error{Code: codes.OutOfRange, Op: "set_silence", Rank: -1, Msg: fmt.Sprintf("set_silence: %d ms is outside %d to %d", ms, MinSilenceMS, MaxSilenceMS)}
+	}
+	c.mu.Lock()
+	err := c.callableLocked("set_silence")
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	// The new limit counts from now: peers heartbeat at the old pace until
+	// they hear of it.
+	now := time.Now().UnixNano()
+	for _, p := range c.peers {
+		if p != nil {
+			p.lastHeard.Store(now)
+		}
+	}
+	c.silenceMS.Store(int64(ms))
+	c.reschedule()
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(ms))
+	for _, p := range c.peers {
+		if p != nil {
+			p.control(wire.Silence, b[:])
+		}
+	}
+	c.heartbeatAll()
+	return nil
+}
+
+// Heartbeat sends a heartbeat to every peer now.
+func (c *Comm) Heartbeat() error {
+	c.mu.Lock()
+	err := c.callableLocked("heartbeat")
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.heartbeatAll()
+	return nil
+}
+
+func (c *Comm) heartbeatAll() {
+	for _, p := range c.peers {
+		if p != nil && !p.gone.Load() {
+			p.control(wire.Heartbeat, nil)
+		}
+	}
+}
+
+func (c *Comm) reschedule() {
+	select {
+	case c.resched <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeatEvery is a fifth of the smallest silence limit in the job.
+func (c *Comm) heartbeatEvery() time.Duration {
+	least := c.silenceMS.Load()
+	for _, p := range c.peers {
+		if p != nil {
+			if s := p.silenceMS.Load(); s > 0 && s < least {
+				least = s
+			}
+		}
+	}
+	return time.Duration(least) * time.Millisecond / 5
+}
+
+// monitor is the communicator's clock: it heartbeats every peer and declares
+// lost a peer silent past this rank's silence limit.
+func (c *Comm) monitor() {
+	defer close(c.monDone)
+	lastBeat := time.Now()
+	for {
+		every := c.heartbeatEvery()
+		silence := time.Duration(c.silenceMS.Load()) * time.Millisecond
+		tick := every
+		if t := silence / 10; t < tick {
+			tick = t
+		}
+		timer := time.NewTimer(tick)
+		select {
+		case <-c.stopMon:
+			timer.Stop()
+			return
+		case <-c.resched:
+			timer.Stop()
+			continue
+		case <-timer.C:
+		}
+		now := time.Now()
+		if now.Sub(lastBeat) >= every {
+			c.heartbeatAll()
+			lastBeat = now
+		}
+		select {
+		case <-c.dead:
+			continue // nothing more to detect, keep heartbeating until closed
+		default:
+		}
+		for _, p := range c.peers {
+			if p == nil || p.bye.Load() || p.gone.Load() {
+				continue
+			}
+			if quiet := now.Sub(time.Unix(0, p.lastHeard.Load())); quiet > silence {
+				c.lost(p.rank, fmt.Sprintf("no frame for %d ms", quiet.Milliseconds()))
+			}
+		}
+	}
+}
+
+// Abort ends the job now: every peer is told and returns H1612 (cause
+// "aborted"); this communicator's later calls return H1617.
+func (c *Comm) Abort() error {
+	err := &codes.Error{Code: codes.Finished, Op: "abort", Rank: -1, Msg: "the communicator was aborted"}
+	if c.end(err) {
+		c.tell(wire.Reason{Code: codes.JobEnded, Cause: codes.CauseAborted, Rank: int32(c.rank), Msg: "aborted"})
+	}
+	c.Close()
+	return nil
+}
+
+// Fail ends the job because this rank failed with err (for example a
+// program error): every peer returns H1612 with cause "failed". It is what
+// Exit calls for an error; call it directly only to end the job early.
+func (c *Comm) Fail(err error) {
+	c.fail(err)
+	c.Close()
+}
+
+// Finish says bye to every peer, waits until every peer has said bye too
+// (or is gone), and closes the connections. Later calls return H1617.
+// Finishing with operations still open is an error (H1617) that names them;
+// the communicator is finished all the same.
+func (c *Comm) Finish() error {
+	c.mu.Lock()
+	if err := c.callableLocked("finish"); err != nil {
+		c.mu.Unlock()
+		if c.finished {
+			return err
+		}
+		c.Close()
+		return err
+	}
+	c.finished = true
+	var openErr error
+	if len(c.open) > 0 {
+		var names []string
+		for _, d := range c.open {
+			names = append(names, d)
+		}
+		sort.Strings(names)
+		openErr = codes.New(codes.Finished, "finish with %d open operation(s): %s", len(names), strings.Join(names, ", "))
+	}
+	c.mu.Unlock()
+	c.closing.Store(true)
+	for _, p := range c.peers {
+		if p != nil && !p.gone.Load() {
+			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Bye}})
+		}
+	}
+	// Wait for every peer's bye (or its end), so that closing never resets a
+	// connection with data the peer has not read yet.
+	for _, p := range c.peers {
+		if p == nil {
+			continue
+		}
+		for !p.gone.Load() {
+			select {
+			case <-c.dead:
+			case <-time.After(2 * time.Millisecond):
+				continue
+			}
+			break
+		}
+	}
+	c.Close()
+	return openErr
+}
+
+// Close releases the communicator's connections and goroutines without a
+// bye; after Finish, Abort or Fail it only waits for them. Safe twice.
+func (c *Comm) Close() {
+	c.closeMu.Do(func() {
+		c.closing.Store(true)
+		c.end(&codes.Error{Code: codes.Finished, Op: "close", Rank: -1, Msg: "the communicator is closed"})
+		var wg sync.WaitGroup
+		for _, p := range c.peers {
+			if p != nil {
+				wg.Add(1)
+				go func(p *peer) {
+					defer wg.Done()
+					p.closeGracefully(time.Second)
+					p.wg.Wait()
+				}(p)
+			}
+		}
+		wg.Wait()
+		close(c.stopMon)
+		<-c.monDone
+	})
+}
+
+var _ net.Conn = (*nopConn)(nil)
+
+// nopConn is never used; it keeps the net import honest for peer tests.
+type nopConn struct{ net.Conn }

@@ -1,0 +1,192 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"sperli/codes"
+	"sperli/runtime"
+)
+
+// TestLossAtOnce: a rank whose connections close without bye is lost at
+// once: a peer that waits on it gets H1611, and a third rank that waits on
+// somebody else learns it (H1611 itself, or H1612 from the detector), with
+// the lost rank named.
+func TestLossAtOnce(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 3).initAll(ctx)
+	errs := make(chan error, 2)
+	go func() { _, err := comms[0].Recv(ctx, 2, 1); errs <- err }()
+	go func() { _, err := comms[1].Recv(ctx, 0, 1); errs <- err }()
+	time.Sleep(50 * time.Millisecond)
+	comms[2].Close() // as a crash: no bye
+	for i := 0; i < 2; i++ {
+		err := <-errs
+		e := codes.As(err)
+		if e == nil || (e.Code != codes.PeerLost && e.Code != codes.JobEnded) {
+			t.Fatalf("wait on a job that lost rank 2 = %v, want H1611 or H1612", err)
+		}
+		if e.Cause == nil || e.Cause.Kind != codes.CauseLost || e.Cause.Rank != 2 {
+			t.Fatalf("error %v has cause %+v, want rank 2 lost", err, e.Cause)
+		}
+		if got := runtime.ExitStatus(err); got != runtime.ExitLost {
+			t.Errorf("ExitStatus(%v) = %d, want 75", err, got)
+		}
+	}
+}
+
+// TestSilence: a peer that stops sending anything (a hung host) is
+// declared lost after the silence limit, not before.
+func TestSilence(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 2)
+	f.spec.SilenceMS = 400
+	comms := f.initAll(ctx)
+	// Freeze rank 1: it stops heartbeating (its monitor is stopped by the
+	// test hook) but keeps its connection open.
+	runtime.FreezeForTest(comms[1])
+	start := time.Now()
+	_, err := comms[0].Recv(ctx, 1, 1)
+	waited := time.Since(start)
+	wantCode(t, "Recv from a silent peer", err, codes.PeerLost)
+	if waited < 400*time.Millisecond {
+		t.Errorf("declared lost after %v, before the 400 ms silence limit", waited)
+	}
+}
+
+// TestHeartbeatsKeepComputingRankAlive: a rank that computes (makes no
+// call) for many silence limits is not lost.
+func TestHeartbeatsKeepComputingRankAlive(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 2)
+	f.spec.SilenceMS = 200
+	comms := f.initAll(ctx)
+	go func() {
+		time.Sleep(1500 * time.Millisecond) // "computing"
+		comms[1].Send(ctx, 0, 1, []byte("done"))
+	}()
+	got, err := comms[0].Recv(ctx, 1, 1)
+	if err != nil || string(got) != "done" {
+		t.Fatalf("Recv after a long computation = %q, %v", got, err)
+	}
+}
+
+// TestSetSilenceTellsPeers: a rank that lowers its limit makes its peers
+// heartbeat faster, so a short limit never gives a false loss.
+func TestSetSilenceTellsPeers(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 2).initAll(ctx) // default 5000 ms: heartbeats every second
+	if err := comms[0].SetSilence(150); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(1200 * time.Millisecond)
+		comms[1].Send(ctx, 0, 1, []byte("x"))
+	}()
+	if _, err := comms[0].Recv(ctx, 1, 1); err != nil {
+		t.Fatalf("Recv with a 150 ms limit while the peer waits 1.2 s = %v", err)
+	}
+}
+
+// TestAbort: abort tells every peer; they return H1612 with cause aborted;
+// the aborting rank's later calls are H1617.
+func TestAbort(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 3).initAll(ctx)
+	errs := make(chan error, 2)
+	for _, r := range []int{1, 2} {
+		go func(r int) { _, err := comms[r].Recv(ctx, 0, 1); errs <- err }(r)
+	}
+	time.Sleep(20 * time.Millisecond)
+	comms[0].Abort()
+	for i := 0; i < 2; i++ {
+		err := <-errs
+		wantCode(t, "Recv in an aborted job", err, codes.JobEnded)
+		if e := codes.As(err); e.Cause == nil || e.Cause.Kind != codes.CauseAborted || e.Cause.Rank != 0 {
+			t.Fatalf("cause of %v = %+v, want rank 0 aborted", err, e.Cause)
+		}
+		if got := runtime.ExitStatus(err); got != runtime.ExitFail {
+			t.Errorf("ExitStatus(%v) = %d, want 1", err, got)
+		}
+	}
+	wantCode(t, "Send after abort", comms[0].Send(ctx, 1, 1, nil), codes.Finished)
+}
+
+// TestFail: a rank's own failure reaches the others as H1612 with cause
+// failed and the failing rank.
+func TestFail(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 2).initAll(ctx)
+	errc := make(chan error, 1)
+	go func() { _, err := comms[1].Recv(ctx, 0, 1); errc <- err }()
+	time.Sleep(20 * time.Millisecond)
+	comms[0].Fail(errors.New("program error: boom"))
+	err := <-errc
+	wantCode(t, "Recv after the peer failed", err, codes.JobEnded)
+	if e := codes.As(err); e.Cause == nil || e.Cause.Kind != codes.CauseFailed || e.Cause.Rank != 0 {
+		t.Fatalf("cause = %+v, want rank 0 failed", e.Cause)
+	}
+}
+
+// TestByeIsNotLoss: a peer that finished is not lost; a recv from it that
+// can never be matched is H1617 at once.
+func TestByeIsNotLoss(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 2).initAll(ctx)
+	done := make(chan error, 1)
+	go func() { done <- comms[1].Finish() }()
+	_, err := comms[0].Recv(ctx, 1, 1)
+	wantCode(t, "Recv from a finished peer", err, codes.Finished)
+	if err := comms[0].Finish(); err != nil {
+		t.Fatalf("Finish(rank 0) = %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Finish(rank 1) = %v", err)
+	}
+}
+
+// TestLauncherLost: a launched rank whose control channel ends ends the
+// job: its peers return H1612 with cause launcher.
+func TestLauncherLost(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 2)
+	f.spec.Launched = true
+	r, w := ioPipe()
+	lost := make(chan struct{})
+	comms := make([]*runtime.Comm, 2)
+	errs := each([]*runtime.Comm{nil, nil}, func(*runtime.Comm) error { return nil })
+	_ = errs
+	js := []*runtime.Job{f.job(0), f.job(1)}
+	js[0].Control = r
+	js[0].OnLauncherLost = func() { close(lost) }
+	js[1].Control = neverEnding{}
+	js[1].OnLauncherLost = func() {}
+	res := make(chan result, 2)
+	for i := range js {
+		go func(i int) { c, err := runtime.Init(ctx, js[i]); res <- result{c, err} }(i)
+	}
+	for i := 0; i < 2; i++ {
+		r := <-res
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		comms[r.c.Rank()] = r.c
+	}
+	defer comms[0].Close()
+	defer comms[1].Close()
+	w.Close()
+	select {
+	case <-lost:
+	case <-ctx.Done():
+		t.Fatal("launcher loss not seen")
+	}
+	_, err := comms[1].Recv(ctx, 0, 1)
+	wantCode(t, "Recv after rank 0 lost its launcher", err, codes.JobEnded)
+	if e := codes.As(err); e.Cause == nil || e.Cause.Kind != codes.CauseLauncher {
+		t.Fatalf("cause = %+v, want launcher", e.Cause)
+	}
+}
+
+var _ = context.Background

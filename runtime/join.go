@@ -1,0 +1,528 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"sperli/codes"
+	"sperli/hosts"
+	"sperli/pki"
+	"sperli/wire"
+)
+
+// DialRetry is how often a dial to a rank that does not listen yet is tried
+// again (SPEC §4.2).
+const DialRetry = 100 * time.Millisecond
+
+// joined is one connection of the mesh, handshaken and helloed.
+type joined struct {
+	rank    int
+	conn    net.Conn
+	br      *bufio.Reader
+	silence uint32
+}
+
+type joinState struct {
+	c        *Comm
+	j        *Job
+	pool     *x509.CertPool
+	cert     tls.Certificate
+	deadline time.Time
+
+	mu      sync.Mutex
+	refusal map[int]error // the last refusal seen for each rank (-1: unknown rank)
+}
+
+func (s *joinState) refused(rank int, err error) {
+	s.mu.Lock()
+	s.refusal[rank] = err
+	s.mu.Unlock()
+	s.j.logf("refused rank %d: %v", rank, err)
+}
+
+// Init joins the job of j (SPEC §4, §6): it listens for every lower rank,
+// dials every higher one, exchanges and checks tokens, and returns the
+// communicator once every peer is connected. It fails with the code of the
+// first check that refused this rank, or when the join window ends without
+// a peer with that peer's last refusal code (H1610 if there was none).
+// Cancelling ctx cancels the join.
+func Init(ctx context.Context, j *Job) (*Comm, error) {
+	if err := j.Validate(); err != nil {
+		return nil, err
+	}
+	pool, caCert, err := pki.Pool(j.CA)
+	if err != nil {
+		return nil, err
+	}
+	_ = caCert
+	leaf, err := x509.ParseCertificate(j.Cert)
+	if err != nil {
+		return nil, codes.Wrap(codes.JobMalformed, err, "job description: cert does not parse: %v", err)
+	}
+	if job, rank, err := pki.CertIdentity(leaf); err != nil || job != j.ID || rank != j.Rank {
+		return nil, codes.New(codes.JobMalformed, "job description: cert is not this rank's (job %s rank %d, want job %s rank %d)", job, rank, j.ID, j.Rank)
+	}
+	key := ed25519.NewKeyFromSeed(j.Key)
+	if !key.Public().(ed25519.PublicKey).Equal(leaf.PublicKey) {
+		return nil, codes.New(codes.JobMalformed, "job description: key does not match cert")
+	}
+	c := newComm(j)
+	if c.jobPub, err = pki.UnmarshalPublicKey(j.JobKey); err != nil {
+		return nil, err
+	}
+	if len(j.JobSecret) > 0 {
+		if c.jobPriv, err = pki.UnmarshalPrivateKey(j.JobSecret); err != nil {
+			return nil, err
+		}
+	}
+	s := &joinState{
+		c: c, j: j, pool: pool,
+		cert:     tls.Certificate{Certificate: [][]byte{j.Cert}, PrivateKey: key, Leaf: leaf},
+		deadline: time.Now().Add(j.joinWindow()),
+		refusal:  make(map[int]error),
+	}
+	ctx, cancel := context.WithDeadline(ctx, s.deadline)
+	defer cancel()
+
+	ln, err := s.listener()
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	if j.Size == 1 {
+		c.start()
+		return c, nil
+	}
+
+	results := make(chan joined, j.Size)
+	fatal := make(chan error, j.Size)
+	var wg sync.WaitGroup
+	if j.Rank > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.acceptLoop(ctx, ln, results) }()
+	}
+	for r := j.Rank + 1; r < j.Size; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			jn, err := s.dial(ctx, r)
+			if err != nil {
+				fatal <- err
+				return
+			}
+			results <- jn
+		}(r)
+	}
+	got := make(map[int]joined)
+	var failure error
+	for len(got) < j.Size-1 && failure == nil {
+		select {
+		case jn := <-results:
+			if _, dup := got[jn.rank]; dup {
+				jn.conn.Close()
+				continue
+			}
+			got[jn.rank] = jn
+		case err := <-fatal:
+			failure = err
+		case <-ctx.Done():
+			failure = s.timeout(got)
+		}
+	}
+	cancel()
+	ln.Close()
+	wg.Wait()
+	// Late arrivals after a failure, and every connection on failure.
+	close(results)
+	for jn := range results {
+		if _, ok := got[jn.rank]; !ok && failure == nil {
+			got[jn.rank] = jn
+		} else if got[jn.rank].conn != jn.conn {
+			jn.conn.Close()
+		}
+	}
+	if failure != nil {
+		for _, jn := range got {
+			jn.conn.Close()
+		}
+		return nil, failure
+	}
+	for r, jn := range got {
+		jn.conn.SetDeadline(time.Time{})
+		c.peers[r] = newPeer(c, r, jn.conn, jn.silence)
+	}
+	for _, p := range c.peers {
+		if p != nil {
+			p.start(got[p.rank].br)
+		}
+	}
+	c.start()
+	return c, nil
+}
+
+// timeout builds the error of a join window that ended: the last refusal
+// seen for the first missing rank, else H1610.
+func (s *joinState) timeout(got map[int]joined) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for r := 0; r < s.j.Size; r++ {
+		if _, ok := got[r]; ok || r == s.j.Rank {
+			continue
+		}
+		if err := s.refusal[r]; err != nil {
+			return err
+		}
+		if err := s.refusal[-1]; err != nil && r < s.j.Rank {
+			return err
+		}
+		h := s.j.Hosts[r]
+		return &codes.Error{Code: codes.Unreachable, Op: "join", Rank: r, Msg: fmt.Sprintf("rank %d at %s not reachable within the join window (%v)", r, net.JoinHostPort(h.Host, strconv.Itoa(h.Port)), s.j.joinWindow())}
+	}
+	return codes.New(codes.Unreachable, "join window ended")
+}
+
+// start launches the communicator's own goroutines.
+func (c *Comm) start() {
+	go c.monitor()
+	if c.job.Launched && c.job.Control != nil {
+		go c.watchControl(c.job.Control)
+	}
+}
+
+func (s *joinState) listener() (net.Listener, error) {
+	j := s.j
+	if j.Listener != nil {
+		return j.Listener, nil
+	}
+	if j.ListenFD > 0 {
+		f := os.NewFile(uintptr(j.ListenFD), "sperli-listener")
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return nil, codes.Wrap(codes.JobMalformed, err, "job description: listen_fd %d is not a listening socket: %v", j.ListenFD, err)
+		}
+		return ln, nil
+	}
+	h := j.Hosts[j.Rank]
+	addr := net.JoinHostPort(hosts.ListenHost(h.Host), strconv.Itoa(h.Port))
+	if !hosts.IsLocal(h.Host) {
+		addr = net.JoinHostPort("", strconv.Itoa(h.Port))
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, codes.Wrap(codes.Unreachable, err, "rank %d cannot listen at %s: %v", j.Rank, addr, err)
+	}
+	return ln, nil
+}
+
+func (s *joinState) tlsBase() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		MaxVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{s.cert},
+	}
+}
+
+func (s *joinState) acceptLoop(ctx context.Context, ln net.Listener, results chan<- joined) {
+	go func() { <-ctx.Done(); ln.Close() }()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		raw, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jn, err := s.accept(ctx, raw)
+			if err != nil {
+				raw.Close()
+				return
+			}
+			select {
+			case results <- jn:
+			default:
+				jn.conn.Close()
+			}
+		}()
+	}
+}
+
+// accept runs the listener's side of the join on one connection: TLS with a
+// client certificate of the job CA, the dialer's hello and token, our hello,
+// and the dialer's confirmation. Every refusal is logged, told to the dialer
+// where TLS allows, and leaves the listener waiting for the right peer.
+func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
+	raw.SetDeadline(s.deadline)
+	cfg := s.tlsBase()
+	cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	cfg.ClientCAs = s.pool
+	tc := tls.Server(raw, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		e := codes.Wrap(codes.CertRefused, err, "peer certificate refused: %v", err)
+		s.refused(-1, e)
+		return joined{}, e
+	}
+	state := tc.ConnectionState()
+	job, rank, err := pki.CertIdentity(state.PeerCertificates[0])
+	if err == nil && job != s.j.ID {
+		err = codes.New(codes.CertRefused, "certificate is for job %s, want %s", job, s.j.ID)
+	}
+	if err != nil {
+		s.refuseConn(tc, nil, -1, err)
+		return joined{}, err
+	}
+	br := bufio.NewReaderSize(tc, 64<<10)
+	hello, err := readHello(br, rank)
+	if err != nil {
+		s.refuseConn(tc, br, rank, err)
+		return joined{}, err
+	}
+	if rank >= s.j.Size {
+		err = codes.New(codes.TokenRank, "certificate names rank %d, outside the job (size %d)", rank, s.j.Size)
+		s.refuseConn(tc, br, rank, err)
+		return joined{}, err
+	}
+	if _, err := pki.VerifyToken(hello.Token, s.c.jobPub, pki.Expect{
+		Job: s.j.ID, Rank: rank, Size: s.j.Size, Incarnation: s.j.Incarnation,
+		Host: s.j.Hosts[rank].Host, Now: s.j.now(),
+	}); err != nil {
+		s.refuseConn(tc, br, rank, err)
+		return joined{}, err
+	}
+	if rank >= s.j.Rank {
+		err = codes.New(codes.TokenRank, "rank %d dialed rank %d; only lower ranks dial", rank, s.j.Rank)
+		s.refuseConn(tc, br, rank, err)
+		return joined{}, err
+	}
+	if err := writeHello(tc, s.j, s.c); err != nil {
+		return joined{}, err
+	}
+	// The dialer checks our token and confirms with a heartbeat, or refuses.
+	var hb [wire.HeaderSize]byte
+	h, err := wire.ReadHeader(br, hb[:], rank)
+	if err == nil && h.Type == wire.Refuse {
+		p := make([]byte, h.Length)
+		if _, err = io.ReadFull(br, p); err == nil {
+			r, derr := wire.DecodeReason(p)
+			if derr == nil {
+				err = &codes.Error{Code: r.Code, Rank: rank, Msg: fmt.Sprintf("rank %d refused this rank: %s", rank, r.Msg)}
+			} else {
+				err = derr
+			}
+		}
+	} else if err == nil && h.Type != wire.Heartbeat {
+		err = codes.New(codes.HelloMalformed, "rank %d sent a %s frame, want its confirmation", rank, h.Type)
+	}
+	if err != nil {
+		if codes.As(err) == nil {
+			err = codes.Wrap(codes.HelloMalformed, err, "rank %d did not confirm the join: %v", rank, err)
+		}
+		s.refused(rank, err)
+		tc.Close()
+		return joined{}, err
+	}
+	return joined{rank: rank, conn: tc, br: br, silence: hello.SilenceMS}, nil
+}
+
+// refuseConn tells the peer the code of its refusal, then closes.
+func (s *joinState) refuseConn(tc *tls.Conn, br *bufio.Reader, rank int, err error) {
+	s.refused(rank, err)
+	ce := codes.As(err)
+	if ce != nil {
+		tc.SetWriteDeadline(time.Now().Add(time.Second))
+		sendFrame(tc, wire.Refuse, s.j, wire.AppendReason(nil, wire.Reason{Code: ce.Code, Rank: int32(rank), Msg: ce.Error()}))
+	}
+	tc.Close()
+}
+
+func sendFrame(w io.Writer, t wire.Type, j *Job, payload []byte) error {
+	buf := make([]byte, wire.HeaderSize+len(payload))
+	h := wire.Header{Type: t, Incarnation: j.Incarnation, Source: uint32(j.Rank), Length: uint32(len(payload))}
+	h.Put(buf)
+	copy(buf[wire.HeaderSize:], payload)
+	_, err := w.Write(buf)
+	return err
+}
+
+func writeHello(w io.Writer, j *Job, c *Comm) error {
+	return sendFrame(w, wire.Hello, j, wire.AppendHello(nil, wire.HelloBody{SilenceMS: uint32(c.silenceMS.Load()), Token: j.Token}))
+}
+
+// readHello reads the peer's first frame, which must be a hello from rank
+// (or a refusal, returned as its code).
+func readHello(br *bufio.Reader, rank int) (wire.HelloBody, error) {
+	var hb [wire.HeaderSize]byte
+	h, err := wire.ReadHeader(br, hb[:], wire.AnySource)
+	if err != nil {
+		if codes.As(err) == nil {
+			return wire.HelloBody{}, codes.Wrap(codes.HelloMalformed, err, "hello missing: %v", err)
+		}
+		return wire.HelloBody{}, err
+	}
+	if h.Type != wire.Hello && h.Type != wire.Refuse {
+		return wire.HelloBody{}, codes.New(codes.HelloMalformed, "first frame is %s, want hello", h.Type)
+	}
+	if int(h.Source) != rank {
+		return wire.HelloBody{}, codes.New(codes.FrameMalformed, "hello says it is from rank %d, its certificate names rank %d", h.Source, rank)
+	}
+	p := make([]byte, h.Length)
+	if _, err := io.ReadFull(br, p); err != nil {
+		return wire.HelloBody{}, codes.Wrap(codes.HelloMalformed, err, "hello cut short: %v", err)
+	}
+	if h.Type == wire.Refuse {
+		r, err := wire.DecodeReason(p)
+		if err != nil {
+			return wire.HelloBody{}, err
+		}
+		return wire.HelloBody{}, &refusedError{&codes.Error{Code: r.Code, Rank: rank, Msg: fmt.Sprintf("refused by rank %d: %s", rank, r.Msg)}}
+	}
+	return wire.DecodeHello(p)
+}
+
+// refusedError marks an error the peer told us: we are the refused one.
+type refusedError struct{ err *codes.Error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// dial runs the dialer's side of the join to rank r, trying again every
+// DialRetry until the window ends. A refusal by r ends the join with r's
+// code; a wrong listener is refused, logged, and dialed again.
+func (s *joinState) dial(ctx context.Context, r int) (joined, error) {
+	h := s.j.Hosts[r]
+	addr := net.JoinHostPort(h.Host, strconv.Itoa(h.Port))
+	var lastErr error
+	for {
+		jn, err, final := s.dialOnce(ctx, r, addr)
+		if err == nil {
+			return jn, nil
+		}
+		if final {
+			return joined{}, err
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			ref := s.refusal[r]
+			s.mu.Unlock()
+			if ref != nil {
+				return joined{}, ref
+			}
+			return joined{}, &codes.Error{Code: codes.Unreachable, Op: "join", Rank: r, Err: lastErr,
+				Msg: fmt.Sprintf("rank %d at %s not reachable within the join window (%v): %v", r, addr, s.j.joinWindow(), lastErr)}
+		case <-time.After(DialRetry):
+		}
+	}
+}
+
+func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined, err error, final bool) {
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return joined{}, err, false
+	}
+	raw.SetDeadline(s.deadline)
+	cfg := s.tlsBase()
+	cfg.RootCAs = s.pool
+	cfg.ServerName = s.j.Hosts[r].Host
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		job, rank, err := pki.CertIdentity(cs.PeerCertificates[0])
+		if err != nil {
+			return err
+		}
+		if job != s.j.ID || rank != r {
+			return codes.New(codes.CertRefused, "listener's certificate is for job %s rank %d, want job %s rank %d", job, rank, s.j.ID, r)
+		}
+		return nil
+	}
+	tc := tls.Client(raw, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		if isRemoteAlert(err) {
+			return joined{}, &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d refused this rank's certificate: %v", r, err)}, true
+		}
+		if ctx.Err() != nil {
+			return joined{}, err, false
+		}
+		e := codes.Wrap(codes.CertRefused, err, "certificate of rank %d at %s refused: %v", r, addr, err)
+		e.Rank = r
+		s.refused(r, e)
+		return joined{}, e, false
+	}
+	if err := writeHello(tc, s.j, s.c); err != nil {
+		tc.Close()
+		return joined{}, err, false
+	}
+	br := bufio.NewReaderSize(tc, 64<<10)
+	hello, err := readHello(br, r)
+	if err != nil {
+		var re *refusedError
+		switch {
+		case errors.As(err, &re):
+			tc.Close()
+			return joined{}, re.err, true
+		case isRemoteAlert(err):
+			tc.Close()
+			return joined{}, &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d refused this rank's certificate: %v", r, err)}, true
+		}
+		s.refuseConn(tc, br, r, err)
+		return joined{}, err, false
+	}
+	if _, err := pki.VerifyToken(hello.Token, s.c.jobPub, pki.Expect{
+		Job: s.j.ID, Rank: r, Size: s.j.Size, Incarnation: s.j.Incarnation,
+		Host: s.j.Hosts[r].Host, Now: s.j.now(),
+	}); err != nil {
+		s.refuseConn(tc, br, r, err)
+		return joined{}, err, false
+	}
+	if err := sendFrame(tc, wire.Heartbeat, s.j, nil); err != nil {
+		tc.Close()
+		return joined{}, err, false
+	}
+	return joined{rank: r, conn: tc, br: br, silence: hello.SilenceMS}, nil, false
+}
+
+func isRemoteAlert(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
+}
+
+// watchControl reads the launcher's control channel until it ends. A rank
+// started by a launcher that loses it ends the job (SPEC §3).
+func (c *Comm) watchControl(r io.Reader) {
+	_, _ = io.Copy(io.Discard, r)
+	select {
+	case <-c.stopMon:
+		return
+	default:
+	}
+	err := &codes.Error{Code: codes.JobEnded, Rank: -1, Msg: "the launcher is gone (end of the control channel)",
+		Cause: &codes.Cause{Kind: codes.CauseLauncher, Rank: -1, Code: codes.JobEnded}}
+	if c.end(err) {
+		c.tell(wire.Reason{Code: codes.JobEnded, Cause: codes.CauseLauncher, Rank: int32(c.rank), Msg: err.Error()})
+	}
+	if c.job.OnLauncherLost != nil {
+		c.job.OnLauncherLost()
+		return
+	}
+	// The program may be computing and never call us again: give it a
+	// moment to notice, then end the process as the launcher would have.
+	time.Sleep(500 * time.Millisecond)
+	c.Close()
+	WriteStatus(os.Stderr, err)
+	os.Exit(1)
+}

@@ -1,0 +1,332 @@
+package starlib
+
+import (
+	"context"
+	"fmt"
+
+	"go.starlark.net/starlark"
+
+	"sperli/codes"
+	"sperli/runtime"
+)
+
+// Comm is the Starlark value of the predeclared name comm: the job's
+// communicator (SPEC §14). Its methods:
+//
+//	comm.rank, comm.size, comm.job, comm.incarnation
+//	comm.send(dest, tag, data)              data: bytes or string; returns None
+//	comm.recv(source, tag)                  -> bytes
+//	op = comm.start_send(dest, tag, data);  comm.finish_send(op)
+//	op = comm.start_recv(source, tag);      data = comm.finish_recv(op)
+//	comm.barrier()
+//	comm.bcast(root, data)                  -> bytes
+//	comm.reduce(root, type, op, data)       -> bytes (empty off the root)
+//	comm.allreduce(type, op, data)          -> bytes
+//	comm.gather(root, data)                 -> bytes (empty off the root)
+//	comm.scatter(root, data)                -> bytes
+//	comm.set_silence(ms); comm.heartbeat(); comm.abort(); comm.finish()
+//
+// A refusal is a Starlark error whose message starts with its code
+// ("H1616: send: rank 5 is outside the job (size 3)"); sperli.attempt turns
+// it into a value.
+type Comm struct {
+	c   *runtime.Comm
+	ctx context.Context
+}
+
+// NewComm wraps a joined communicator for Starlark; ctx cancels its waits.
+func NewComm(ctx context.Context, c *runtime.Comm) *Comm { return &Comm{c: c, ctx: ctx} }
+
+var (
+	_ starlark.HasAttrs = (*Comm)(nil)
+	_ starlark.Value    = (*Op)(nil)
+)
+
+func (c *Comm) String() string        { return fmt.Sprintf("<comm rank %d of %d>", c.c.Rank(), c.c.Size()) }
+func (c *Comm) Type() string          { return "comm" }
+func (c *Comm) Freeze()               {}
+func (c *Comm) Truth() starlark.Bool  { return starlark.True }
+func (c *Comm) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: comm") }
+
+type commMethod func(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error)
+
+var commMethods = map[string]commMethod{
+	"send":        commSend,
+	"recv":        commRecv,
+	"start_send":  commStartSend,
+	"finish_send": commFinishSend,
+	"start_recv":  commStartRecv,
+	"finish_recv": commFinishRecv,
+	"barrier":     commBarrier,
+	"bcast":       commBcast,
+	"reduce":      commReduce,
+	"allreduce":   commAllreduce,
+	"gather":      commGather,
+	"scatter":     commScatter,
+	"set_silence": commSetSilence,
+	"heartbeat":   commHeartbeat,
+	"abort":       commAbort,
+	"finish":      commFinish,
+}
+
+// Attr returns a field or a bound method.
+func (c *Comm) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "rank":
+		return starlark.MakeInt(c.c.Rank()), nil
+	case "size":
+		return starlark.MakeInt(c.c.Size()), nil
+	case "job":
+		return starlark.String(c.c.JobID()), nil
+	case "incarnation":
+		return starlark.MakeUint64(uint64(c.c.Incarnation())), nil
+	}
+	m, ok := commMethods[name]
+	if !ok {
+		return nil, nil
+	}
+	return starlark.NewBuiltin("comm."+name, func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		return m(c, b, args, kwargs)
+	}), nil
+}
+
+// AttrNames lists the fields and methods.
+func (c *Comm) AttrNames() []string {
+	names := []string{"rank", "size", "job", "incarnation"}
+	for n := range commMethods {
+		names = append(names, n)
+	}
+	return sortedStrings(names)
+}
+
+// Op is an open operation made by comm.start_send or comm.start_recv.
+type Op struct {
+	send *runtime.SendOp
+	recv *runtime.RecvOp
+	desc string
+}
+
+func (o *Op) String() string        { return "<comm.op " + o.desc + ">" }
+func (o *Op) Type() string          { return "comm.op" }
+func (o *Op) Freeze()               {}
+func (o *Op) Truth() starlark.Bool  { return starlark.True }
+func (o *Op) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: comm.op") }
+
+// data is an argument that takes bytes or a string.
+type data []byte
+
+func (d *data) Unpack(v starlark.Value) error {
+	switch x := v.(type) {
+	case starlark.Bytes:
+		*d = []byte(x)
+	case starlark.String:
+		*d = []byte(x)
+	default:
+		return fmt.Errorf("got %s, want bytes or string", v.Type())
+	}
+	return nil
+}
+
+func commSend(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dest, tag int
+	var d data
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dest", &dest, "tag", &tag, "data", &d); err != nil {
+		return nil, err
+	}
+	return starlark.None, c.c.Send(c.ctx, dest, tag, d)
+}
+
+func commRecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var src, tag int
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "source", &src, "tag", &tag); err != nil {
+		return nil, err
+	}
+	msg, err := c.c.Recv(c.ctx, src, tag)
+	if err != nil {
+		return nil, err
+	}
+	return starlark.Bytes(msg), nil
+}
+
+func commStartSend(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dest, tag int
+	var d data
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dest", &dest, "tag", &tag, "data", &d); err != nil {
+		return nil, err
+	}
+	op, err := c.c.StartSend(dest, tag, d)
+	if err != nil {
+		return nil, err
+	}
+	return &Op{send: op, desc: fmt.Sprintf("send to %d tag %d", dest, tag)}, nil
+}
+
+func unpackOp(b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (*Op, error) {
+	var op *Op
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "op", &op); err != nil {
+		return nil, err
+	}
+	return op, nil
+}
+
+func commFinishSend(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	op, err := unpackOp(b, args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	if op.send == nil {
+		return nil, fmt.Errorf("%s: %s is a receive, want a send", b.Name(), op.desc)
+	}
+	return starlark.None, c.c.FinishSend(c.ctx, op.send)
+}
+
+func commStartRecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var src, tag int
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "source", &src, "tag", &tag); err != nil {
+		return nil, err
+	}
+	op, err := c.c.StartRecv(src, tag)
+	if err != nil {
+		return nil, err
+	}
+	return &Op{recv: op, desc: fmt.Sprintf("recv from %d tag %d", src, tag)}, nil
+}
+
+func commFinishRecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	op, err := unpackOp(b, args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	if op.recv == nil {
+		return nil, fmt.Errorf("%s: %s is a send, want a receive", b.Name(), op.desc)
+	}
+	msg, err := c.c.FinishRecv(c.ctx, op.recv)
+	if err != nil {
+		return nil, err
+	}
+	return starlark.Bytes(msg), nil
+}
+
+func commBarrier(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	return starlark.None, c.c.Barrier(c.ctx)
+}
+
+func bytesResult(out []byte, err error) (starlark.Value, error) {
+	if err != nil {
+		return nil, err
+	}
+	return starlark.Bytes(out), nil
+}
+
+func commBcast(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var root int
+	var d data
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "root", &root, "data?", &d); err != nil {
+		return nil, err
+	}
+	return bytesResult(c.c.Bcast(c.ctx, root, d))
+}
+
+func commGather(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var root int
+	var d data
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "root", &root, "data", &d); err != nil {
+		return nil, err
+	}
+	return bytesResult(c.c.Gather(c.ctx, root, d))
+}
+
+func commScatter(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var root int
+	var d data
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "root", &root, "data?", &d); err != nil {
+		return nil, err
+	}
+	return bytesResult(c.c.Scatter(c.ctx, root, d))
+}
+
+// typeOp reads a type and a reduction name. An unknown name is still a
+// call every rank must make: it reaches the runtime as an unknown number,
+// which voids the call (H1618) on every rank alike.
+func typeOp(typ, op string) (runtime.Type, runtime.Op) {
+	t, ok := runtime.ParseType(typ)
+	if !ok {
+		t = 255
+	}
+	o, ok := runtime.ParseOp(op)
+	if !ok {
+		o = 255
+	}
+	return t, o
+}
+
+func commReduce(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var root int
+	var typ, op string
+	var d data
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "root", &root, "type", &typ, "op", &op, "data", &d); err != nil {
+		return nil, err
+	}
+	t, o := typeOp(typ, op)
+	out, err := c.c.Reduce(c.ctx, root, t, o, d)
+	return bytesResult(out, namedErr(err, typ, op))
+}
+
+func commAllreduce(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var typ, op string
+	var d data
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "type", &typ, "op", &op, "data", &d); err != nil {
+		return nil, err
+	}
+	t, o := typeOp(typ, op)
+	out, err := c.c.Allreduce(c.ctx, t, o, d)
+	return bytesResult(out, namedErr(err, typ, op))
+}
+
+// namedErr puts the names the program used into an H1618 for an unknown
+// type or reduction.
+func namedErr(err error, typ, op string) error {
+	e := codes.As(err)
+	if e == nil || e.Code != codes.WrongCollective {
+		return err
+	}
+	if _, ok := runtime.ParseType(typ); !ok {
+		return &codes.Error{Code: e.Code, Rank: -1, Msg: fmt.Sprintf("unknown element type %q (want one of bytes, int32, int64, uint32, uint64, float32, float64)", typ), Err: err}
+	}
+	if _, ok := runtime.ParseOp(op); !ok {
+		return &codes.Error{Code: e.Code, Rank: -1, Msg: fmt.Sprintf("unknown reduction %q (want one of sum, prod, min, max, land, lor, lxor, band, bor, bxor)", op), Err: err}
+	}
+	return err
+}
+
+func commSetSilence(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var ms int
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "ms", &ms); err != nil {
+		return nil, err
+	}
+	return starlark.None, c.c.SetSilence(ms)
+}
+
+func commHeartbeat(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	return starlark.None, c.c.Heartbeat()
+}
+
+func commAbort(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	return starlark.None, c.c.Abort()
+}
+
+func commFinish(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	return starlark.None, c.c.Finish()
+}
