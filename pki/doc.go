@@ -30,5 +30,5 @@
 // checks them with pub.Verify(pki.DomainCommit, body, sig).
 //
 // The byte layouts (composite signature, key encodings, token, certificate
-// profile) are in PROTOCOL-NOTES.md beside this file.
+// profile) are in docs/protocol.md.
 package pki

@@ -85,6 +85,7 @@ func (c *Comm) collArrive(p *peer, h wire.Header, payload []byte) error {
 	c.mu.Lock()
 	if h.Flags&wire.FlagVoid != 0 {
 		c.coll.voids[h.Seq] = voidNote{from: p.rank, call: call}
+		c.consumedLocked(p, frameCost(len(payload)))
 	} else {
 		c.coll.queues[p.rank] = append(c.coll.queues[p.rank], collFrame{seq: h.Seq, flags: h.Flags, call: call, data: data, cost: frameCost(len(payload))})
 	}

@@ -161,8 +161,20 @@ func (c *Comm) fail(err error) {
 		code = codes.JobEnded
 	}
 	if c.end(err) {
-		c.tell(wire.Reason{Code: code, Cause: codes.CauseFailed, Rank: int32(c.rank), Msg: err.Error()})
+		c.tell(wire.Reason{Code: code, Cause: codes.CauseFailed, Rank: int32(c.rank), Msg: oneLine(err.Error())})
 	}
+}
+
+// oneLine returns the line of a (possibly multi-line) error text that says
+// most: the first that starts with a code, else the last non-empty one.
+func oneLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for _, l := range lines {
+		if _, ok := codes.Parse(strings.SplitN(l, ":", 2)[0]); ok {
+			return l
+		}
+	}
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // ended handles an abort frame from rank from.
@@ -174,12 +186,17 @@ func (c *Comm) ended(from int, r wire.Reason) {
 	case codes.CauseLauncher:
 		msg = fmt.Sprintf("job ended by rank %d: its launcher is gone", from)
 	}
-	c.end(&codes.Error{
+	if c.end(&codes.Error{
 		Code:  codes.JobEnded,
 		Rank:  from,
 		Msg:   msg,
 		Cause: &codes.Cause{Kind: r.Cause, Rank: int(r.Rank), Code: r.Code},
-	})
+	}) {
+		// Pass the news on before this rank closes, so that a rank that has
+		// not read the first abort yet learns the cause, not a closed
+		// connection (which would look like a loss).
+		c.tell(r)
+	}
 }
 
 // dispatch handles one frame read from p. It runs on p's reader goroutine;
@@ -192,6 +209,7 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 		op := c.match.arrive(p.rank, h.Tag, msg)
 		if op != nil {
 			c.consumedLocked(p, msg.cost)
+			p.foreground.Store(time.Now().UnixNano()) // a receiver is active: let it read next
 		}
 		c.mu.Unlock()
 		if op != nil {
@@ -217,7 +235,7 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 	case wire.Collective:
 		return c.collArrive(p, h, payload)
 	case wire.Credit:
-		p.credit <- int64(binary.BigEndian.Uint64(payload))
+		p.addCredit(int64(binary.BigEndian.Uint64(payload)))
 	case wire.Silence:
 		ms := binary.BigEndian.Uint32(payload)
 		if ms < MinSilenceMS || ms > MaxSilenceMS {
@@ -282,11 +300,7 @@ type RecvOp struct {
 // runtime: the caller must not change it. A dest or tag out of range, or
 // data over 16 MiB, is H1616; a finished communicator is H1617.
 func (c *Comm) Send(ctx context.Context, dest, tag int, data []byte) error {
-	op, err := c.StartSend(dest, tag, data)
-	if err != nil {
-		return err
-	}
-	return c.FinishSend(ctx, op)
+	return c.sendNow(ctx, dest, tag, data)
 }
 
 // StartSend starts sending data to rank dest with tag and returns at once.
@@ -334,6 +348,42 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 		close(f.done)
 	}
 	return op, nil
+}
+
+// sendNow is Send without an open operation: the latency path.
+func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
+	if err := c.checkPeer("send", dest); err != nil {
+		return err
+	}
+	if err := checkTag("send", tag); err != nil {
+		return err
+	}
+	if len(data) > wire.MaxPayload {
+		return &codes.Error{Code: codes.OutOfRange, Op: "send", Rank: -1, Msg: fmt.Sprintf("send: message is %d bytes, limit %d", len(data), wire.MaxPayload)}
+	}
+	c.mu.Lock()
+	if err := c.callableLocked("send"); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	p := c.peers[dest]
+	if dest == c.rank || p.bye.Load() {
+		c.mu.Unlock()
+		op, err := c.StartSend(dest, tag, data)
+		if err != nil {
+			return err
+		}
+		return c.FinishSend(ctx, op)
+	}
+	c.mu.Unlock()
+	f := &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
+	err := p.send(f, true)
+	if err != nil && codes.As(err) == nil {
+		if de := c.deadErr(); de != nil {
+			return de
+		}
+	}
+	return err
 }
 
 // FinishSend waits until the send is handed to the connection. Finishing an
@@ -443,6 +493,9 @@ func (c *Comm) FinishRecv(ctx context.Context, op *RecvOp) ([]byte, error) {
 	}
 	op.busy = true
 	c.mu.Unlock()
+	if p := c.peers[op.r.src]; p != nil {
+		p.readFor(ctx, op.r.done)
+	}
 	select {
 	case <-op.r.done:
 	case <-ctx.Done():

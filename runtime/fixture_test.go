@@ -18,7 +18,7 @@ import (
 // listener per rank from the kernel, descriptions made by the launcher's
 // own code.
 type fixture struct {
-	t    *testing.T
+	t    testing.TB
 	id   *launch.Identity
 	spec launch.Spec
 	lns  []net.Listener
@@ -55,7 +55,9 @@ func (l *logBook) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
-func newFixture(t *testing.T, n int) *fixture {
+func newFixture(t *testing.T, n int) *fixture { return newFixtureB(t, n) }
+
+func newFixtureB(t testing.TB, n int) *fixture {
 	t.Helper()
 	id, err := launch.NewIdentity()
 	if err != nil {

@@ -221,7 +221,7 @@ func (s *joinState) listener() (net.Listener, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, codes.Wrap(codes.Unreachable, err, "rank %d cannot listen at %s: %v", j.Rank, addr, err)
+		return nil, fmt.Errorf("rank %d cannot listen at %s: %w", j.Rank, addr, err)
 	}
 	return ln, nil
 }
@@ -271,7 +271,10 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 	cfg.ClientCAs = s.pool
 	tc := tls.Server(raw, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
-		e := codes.Wrap(codes.CertRefused, err, "peer certificate refused: %v", err)
+		e := codes.Wrap(codes.CertRefused, err, "peer certificate refused in the TLS handshake: %v", err)
+		if a := remoteAlert(err); a != nil {
+			e = codes.Wrap(codes.CertRefused, err, "a dialer refused this rank's certificate: %v", a)
+		}
 		s.refused(-1, e)
 		return joined{}, e
 	}
@@ -343,7 +346,7 @@ func (s *joinState) refuseConn(tc *tls.Conn, br *bufio.Reader, rank int, err err
 	ce := codes.As(err)
 	if ce != nil {
 		tc.SetWriteDeadline(time.Now().Add(time.Second))
-		sendFrame(tc, wire.Refuse, s.j, wire.AppendReason(nil, wire.Reason{Code: ce.Code, Rank: int32(rank), Msg: ce.Error()}))
+		sendFrame(tc, wire.Refuse, s.j, wire.AppendReason(nil, wire.Reason{Code: ce.Code, Rank: int32(rank), Msg: ce.Msg}))
 	}
 	tc.Close()
 }
@@ -389,7 +392,11 @@ func readHello(br *bufio.Reader, rank int) (wire.HelloBody, error) {
 		}
 		return wire.HelloBody{}, &refusedError{&codes.Error{Code: r.Code, Rank: rank, Msg: fmt.Sprintf("refused by rank %d: %s", rank, r.Msg)}}
 	}
-	return wire.DecodeHello(p)
+	hello, err := wire.DecodeHello(p)
+	if err == nil && (hello.SilenceMS < MinSilenceMS || hello.SilenceMS > MaxSilenceMS) {
+		err = codes.New(codes.HelloMalformed, "hello of rank %d says a silence limit of %d ms, want %d to %d", rank, hello.SilenceMS, MinSilenceMS, MaxSilenceMS)
+	}
+	return hello, err
 }
 
 // refusedError marks an error the peer told us: we are the refused one.
@@ -477,7 +484,7 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 			return joined{}, re.err, true
 		case isRemoteAlert(err):
 			tc.Close()
-			return joined{}, &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d refused this rank's certificate: %v", r, err)}, true
+			return joined{}, &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d refused this rank's certificate: %v", r, remoteAlert(err))}, true
 		}
 		s.refuseConn(tc, br, r, err)
 		return joined{}, err, false
@@ -496,9 +503,15 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 	return joined{rank: r, conn: tc, br: br, silence: hello.SilenceMS}, nil, false
 }
 
-func isRemoteAlert(err error) bool {
+func isRemoteAlert(err error) bool { return remoteAlert(err) != nil }
+
+// remoteAlert returns the TLS alert the peer sent, or nil.
+func remoteAlert(err error) error {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "remote error"
+	if errors.As(err, &op) && op.Op == "remote error" {
+		return op
+	}
+	return nil
 }
 
 // watchControl reads the launcher's control channel until it ends. A rank

@@ -2,9 +2,11 @@ package runtime
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,27 +33,53 @@ func frameCost(n int) int64 {
 	return c
 }
 
-// outFrame is a frame waiting in a peer's writer. done, when not nil, is
-// closed once the frame is written to the connection's buffer (or failed).
+// outFrame is a frame to write. done, when not nil, is closed once the
+// frame is written to the connection (or failed, err set before).
 type outFrame struct {
 	h       wire.Header
 	payload []byte
 	counted bool // consumes credit
 	done    chan struct{}
-	err     error // set before done is closed
+	err     error
 }
 
-// peer is one connection of the full mesh. The writer goroutine is the only
-// code that writes to conn; the reader goroutine is the only code that reads.
+func (f *outFrame) cost() int64 {
+	if !f.counted {
+		return 0
+	}
+	return frameCost(len(f.payload))
+}
+
+// peer is one connection of the full mesh. Writing is serialised by wmu:
+// a sending goroutine writes its own data frame directly when nothing is
+// queued before it and credit allows (the latency path); otherwise the
+// frame waits in pending for the writer goroutine, which also writes every
+// control frame, so that no caller of control ever blocks. The reader
+// goroutine is the only code that reads.
 type peer struct {
 	c    *Comm
 	rank int
 	conn net.Conn
 
-	data   chan *outFrame // ordered, credit-gated frames (data, collective)
-	ctl    chan *outFrame // control frames: heartbeat, credit, abort, bye, silence
-	credit chan int64     // credit returned by the peer, from the reader to the writer
-	stop   chan struct{}  // closed to end the writer (after it drains ctl)
+	qmu        sync.Mutex  // guards the queues and credit below
+	ctlq       []*outFrame // control frames: heartbeat, credit, abort, silence
+	pending    []*outFrame // ordered frames (data, collective, bye) not yet taken
+	credit     int64       // bytes the peer can still take (SPEC §6)
+	direct     int         // direct writes under way
+	writerData int         // ordered frames the writer took and is writing
+	werr       error       // the first write error
+
+	wmu sync.Mutex // guards bw and the connection's write side
+	bw  *bufio.Writer
+	hb  [wire.HeaderSize]byte
+
+	kick chan struct{} // wakes the writer
+	stop chan struct{} // closed to end the writer (after it drained)
+
+	rmu        sync.Mutex // held by whoever reads
+	br         *bufio.Reader
+	rs         readState
+	foreground atomic.Int64 // unix nanoseconds a receiver last read or was served
 
 	lastHeard  atomic.Int64 // unix nanoseconds of the last frame read
 	silenceMS  atomic.Int64 // the peer's announced silence limit
@@ -62,19 +90,17 @@ type peer struct {
 	wg         sync.WaitGroup
 	writerDone chan struct{}
 	closeOnce  sync.Once
-	writeErr   atomic.Value // error
 }
 
 func newPeer(c *Comm, rank int, conn net.Conn, silenceMS uint32) *peer {
 	p := &peer{
-		c:      c,
-		rank:   rank,
-		conn:   conn,
-		data:   make(chan *outFrame, 256),
-		ctl:    make(chan *outFrame, 256),
-		credit: make(chan int64, 64),
-		stop:   make(chan struct{}),
-
+		c:          c,
+		rank:       rank,
+		conn:       conn,
+		credit:     Window,
+		bw:         bufio.NewWriterSize(conn, 64<<10),
+		kick:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 	}
 	p.silenceMS.Store(int64(silenceMS))
@@ -83,152 +109,325 @@ func newPeer(c *Comm, rank int, conn net.Conn, silenceMS uint32) *peer {
 }
 
 func (p *peer) start(br *bufio.Reader) {
+	p.br = br
 	p.wg.Add(2)
 	go p.writeLoop()
 	go p.readLoop(br)
 }
 
-// control queues a control frame without waiting. A full control queue
-// means the connection is stuck; the frame is then dropped, which the
-// silence limit will turn into a loss if the peer is really gone.
-func (p *peer) control(t wire.Type, payload []byte) {
-	f := &outFrame{h: wire.Header{Type: t, Length: uint32(len(payload))}, payload: payload}
+func (p *peer) wake() {
 	select {
-	case p.ctl <- f:
+	case p.kick <- struct{}{}:
 	default:
 	}
 }
 
-// enqueue hands an ordered frame to the writer and returns at once; f.done
-// is closed when it is written.
-func (p *peer) enqueue(f *outFrame) error {
-	select {
-	case p.data <- f:
-		return nil
-	case <-p.c.dead:
-		return p.c.deadErr()
+// control queues a control frame for the writer and returns at once.
+func (p *peer) control(t wire.Type, payload []byte) {
+	f := &outFrame{h: wire.Header{Type: t, Length: uint32(len(payload))}, payload: payload}
+	p.qmu.Lock()
+	if len(p.ctlq) < 1024 { // a stuck connection drops control frames; silence then tells
+		p.ctlq = append(p.ctlq, f)
 	}
+	p.qmu.Unlock()
+	p.wake()
+}
+
+// addCredit records credit the peer returned (reader goroutine).
+func (p *peer) addCredit(n int64) {
+	p.qmu.Lock()
+	p.credit += n
+	more := len(p.pending) > 0
+	p.qmu.Unlock()
+	if more {
+		p.wake()
+	}
+}
+
+// send writes an ordered frame: directly from the calling goroutine when
+// nothing is queued before it and credit allows (wait or not), else by the
+// writer. With wait it returns when the frame is written; without, at once
+// (f.done tells when).
+func (p *peer) send(f *outFrame, wait bool) error {
+	cost := f.cost()
+	p.qmu.Lock()
+	if err := p.werr; err != nil {
+		p.qmu.Unlock()
+		return err
+	}
+	if wait && len(p.pending) == 0 && p.writerData == 0 && p.credit >= cost {
+		p.credit -= cost
+		p.direct++
+		p.qmu.Unlock()
+		p.wmu.Lock()
+		err := p.writeFrame(f)
+		if err == nil {
+			err = p.bw.Flush()
+		}
+		p.wmu.Unlock()
+		p.qmu.Lock()
+		p.direct--
+		if err != nil && p.werr == nil {
+			p.werr = err
+		}
+		more := len(p.pending) > 0 || len(p.ctlq) > 0
+		p.qmu.Unlock()
+		if more {
+			p.wake()
+		}
+		if f.done != nil {
+			f.err = err
+			close(f.done)
+		}
+		return err
+	}
+	p.pending = append(p.pending, f)
+	p.qmu.Unlock()
+	p.wake()
+	if !wait || f.done == nil {
+		return nil
+	}
+	select {
+	case <-f.done:
+		return f.err
+	case <-p.c.dead:
+		select {
+		case <-f.done:
+			return f.err
+		default:
+			return p.c.deadErr()
+		}
+	}
+}
+
+// enqueue hands an ordered frame to the writer and returns at once.
+func (p *peer) enqueue(f *outFrame) error { return p.send(f, false) }
+
+// writeFrame writes one frame into bw. Call with wmu held.
+func (p *peer) writeFrame(f *outFrame) error {
+	f.h.Source = uint32(p.c.rank)
+	f.h.Incarnation = p.c.inc
+	f.h.Put(p.hb[:])
+	if _, err := p.bw.Write(p.hb[:]); err != nil {
+		return err
+	}
+	_, err := p.bw.Write(f.payload)
+	return err
+}
+
+// take removes the control frames and the ordered frames that credit
+// allows, unless a direct write is under way. Call with qmu held.
+func (p *peer) take() (ctl, data []*outFrame) {
+	ctl, p.ctlq = p.ctlq, nil
+	if p.direct > 0 {
+		return ctl, nil
+	}
+	n := 0
+	for n < len(p.pending) && p.credit >= p.pending[n].cost() {
+		p.credit -= p.pending[n].cost()
+		n++
+	}
+	if n > 0 {
+		data = append([]*outFrame(nil), p.pending[:n]...)
+		copy(p.pending, p.pending[n:])
+		for i := len(p.pending) - n; i < len(p.pending); i++ {
+			p.pending[i] = nil
+		}
+		p.pending = p.pending[:len(p.pending)-n]
+	}
+	p.writerData += len(data)
+	return ctl, data
 }
 
 func (p *peer) writeLoop() {
 	defer p.wg.Done()
 	defer close(p.writerDone)
-	bw := bufio.NewWriterSize(p.conn, 64<<10)
-	var hb [wire.HeaderSize]byte
-	credit := int64(Window)
-	var pending *outFrame
-	var failed error
-	write := func(f *outFrame) {
-		if failed == nil {
-			f.h.Source = uint32(p.c.rank)
-			f.h.Incarnation = p.c.inc
-			f.h.Put(hb[:])
-			if _, err := bw.Write(hb[:]); err != nil {
-				failed = err
-			} else if _, err := bw.Write(f.payload); err != nil {
-				failed = err
-			}
-		}
-		if f.done != nil {
-			f.err = failed
-			close(f.done)
-		}
-	}
-	flush := func() {
-		if failed == nil && bw.Buffered() > 0 {
-			if err := bw.Flush(); err != nil {
-				failed = err
-			}
-		}
-		if failed != nil {
-			p.writeErr.Store(failed)
-		}
-	}
 	for {
-		var dataCh chan *outFrame
-		if pending == nil {
-			dataCh = p.data
-		}
+		stopping := false
 		select {
-		case f := <-p.ctl:
-			write(f)
-		case f := <-dataCh:
-			pending = f
-		case n := <-p.credit:
-			credit += n
+		case <-p.kick:
 		case <-p.stop:
-			// Drain what is queued (bye, abort) so the peer hears it.
-			for {
-				select {
-				case f := <-p.ctl:
-					write(f)
-					continue
-				default:
+			stopping = true
+		}
+		for {
+			p.qmu.Lock()
+			ctl, data := p.take()
+			werr := p.werr
+			p.qmu.Unlock()
+			if len(ctl) == 0 && len(data) == 0 {
+				break
+			}
+			err := werr
+			if err == nil {
+				p.wmu.Lock()
+				for _, f := range ctl {
+					if err == nil {
+						err = p.writeFrame(f)
+					}
 				}
-				break
+				for _, f := range data {
+					if err == nil {
+						err = p.writeFrame(f)
+					}
+				}
+				if err == nil {
+					err = p.bw.Flush()
+				}
+				p.wmu.Unlock()
 			}
-			flush()
+			p.qmu.Lock()
+			p.writerData -= len(data)
+			if err != nil && p.werr == nil {
+				p.werr = err
+			}
+			p.qmu.Unlock()
+			for _, f := range data {
+				if f.done != nil {
+					f.err = err
+					close(f.done)
+				}
+			}
+		}
+		if stopping {
 			return
-		}
-		for pending != nil {
-			cost := int64(0)
-			if pending.counted {
-				cost = frameCost(len(pending.payload))
-			}
-			if credit < cost {
-				break
-			}
-			credit -= cost
-			write(pending)
-			pending = nil
-			select {
-			case pending = <-p.data:
-			default:
-			}
-		}
-		if len(p.ctl) == 0 && (pending != nil || len(p.data) == 0) && len(p.credit) == 0 {
-			flush()
 		}
 	}
 }
 
+// Reading. Whoever holds rmu reads whole frames from the connection and
+// dispatches them: a goroutine waiting in Recv for this peer reads itself
+// (the latency path: the message wakes the goroutine that wants it, with no
+// handoff), and the reader goroutine reads whenever no receiver has read in
+// the last readGrace, so that heartbeats, credits and aborts are never left
+// unread for long. A read interrupted by a deadline (ctx cancelled, the
+// job ended) keeps its partial frame in rs and goes on later.
+const readGrace = time.Millisecond
+
+type readState struct {
+	hb      [wire.HeaderSize]byte
+	hn      int // header bytes read
+	h       wire.Header
+	payload []byte
+	pn      int // payload bytes read
+}
+
 func (p *peer) readLoop(br *bufio.Reader) {
 	defer p.wg.Done()
-	var hb [wire.HeaderSize]byte
-	for {
-		h, err := wire.ReadHeader(br, hb[:], p.rank)
-		if err != nil {
-			p.readFailed(err)
-			return
-		}
-		p.lastHeard.Store(time.Now().UnixNano())
-		if h.Incarnation != p.c.inc {
-			// A frame of another incarnation is dropped whole (SPEC §5).
-			if _, err := io.CopyN(io.Discard, br, int64(h.Length)); err != nil {
-				p.readFailed(err)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for !p.gone.Load() {
+		if wait := readGrace - time.Duration(time.Now().UnixNano()-p.foreground.Load()); wait > 0 {
+			t.Reset(wait)
+			select {
+			case <-t.C:
+			case <-p.stop:
+				// Stopped: keep reading only what Finish still waits for.
+				if p.c.closing.Load() && !p.gone.Load() {
+					continue
+				}
 				return
 			}
-			p.c.staleDropped.Add(1)
 			continue
 		}
-		var payload []byte
-		if h.Length > 0 {
-			payload = make([]byte, h.Length)
-			if _, err := io.ReadFull(br, payload); err != nil {
-				p.readFailed(err)
-				return
-			}
-		}
-		if err := p.c.dispatch(p, h, payload); err != nil {
-			p.c.fail(err)
-			p.close()
+		p.rmu.Lock()
+		if p.gone.Load() {
+			p.rmu.Unlock()
 			return
 		}
-		if h.Type == wire.Bye {
-			p.gone.Store(true)
-			return
+		p.readOne()
+		p.rmu.Unlock()
+	}
+}
+
+// readOne reads and dispatches one frame. Call with rmu held. It reports
+// false when the connection is finished (p.gone is then set).
+func (p *peer) readOne() bool {
+	rs := &p.rs
+	for rs.hn < wire.HeaderSize {
+		n, err := p.br.Read(rs.hb[rs.hn:])
+		rs.hn += n
+		if err != nil && rs.hn < wire.HeaderSize {
+			return p.readErr(err)
 		}
 	}
+	if rs.pn == 0 && rs.payload == nil {
+		h, err := wire.Decode(rs.hb[:], p.rank)
+		if err != nil {
+			p.readFailed(err)
+			return false
+		}
+		rs.h = h
+		rs.payload = make([]byte, h.Length)
+	}
+	for rs.pn < len(rs.payload) {
+		n, err := p.br.Read(rs.payload[rs.pn:])
+		rs.pn += n
+		if err != nil && rs.pn < len(rs.payload) {
+			return p.readErr(err)
+		}
+	}
+	h, payload := rs.h, rs.payload
+	rs.hn, rs.pn, rs.payload = 0, 0, nil
+	if h.Incarnation != p.c.inc {
+		// A frame of another incarnation is dropped whole (SPEC §5); it is
+		// no sign of life of this incarnation's peer.
+		p.c.staleDropped.Add(1)
+		return true
+	}
+	p.lastHeard.Store(time.Now().UnixNano())
+	if len(payload) == 0 {
+		payload = nil
+	}
+	if err := p.c.dispatch(p, h, payload); err != nil {
+		p.c.fail(err)
+		p.gone.Store(true)
+		p.close()
+		return false
+	}
+	if h.Type == wire.Bye {
+		p.gone.Store(true)
+		return false
+	}
+	return true
+}
+
+// readErr handles a read error in the middle of readOne: a deadline only
+// interrupts (the partial frame stays in rs); anything else ends reading.
+func (p *peer) readErr(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		p.conn.SetReadDeadline(time.Time{})
+		return !p.gone.Load()
+	}
+	p.readFailed(err)
+	return false
+}
+
+// interrupt makes a blocked read return (it goes on later).
+func (p *peer) interrupt() { p.conn.SetReadDeadline(time.Unix(1, 0)) }
+
+// readFor reads this peer's frames from the calling goroutine until done is
+// closed, the connection ends, the job ends or ctx ends, if no other
+// goroutine is reading; it reports whether it read.
+func (p *peer) readFor(ctx context.Context, done <-chan struct{}) bool {
+	if !p.rmu.TryLock() {
+		return false
+	}
+	stop := context.AfterFunc(ctx, p.interrupt)
+	for !p.gone.Load() && ctx.Err() == nil {
+		select {
+		case <-done:
+		case <-p.c.dead:
+		default:
+			if p.readOne() {
+				continue
+			}
+		}
+		break
+	}
+	stop()
+	p.foreground.Store(time.Now().UnixNano())
+	p.rmu.Unlock()
+	return true
 }
 
 // readFailed handles the end of the reader: a bye before it is normal; a
@@ -238,6 +437,13 @@ func (p *peer) readFailed(err error) {
 	p.gone.Store(true)
 	if p.bye.Load() || p.c.closing.Load() {
 		return
+	}
+	select {
+	case <-p.c.dead:
+		// The job is over already: connections closing now are its end,
+		// not a new loss.
+		return
+	default:
 	}
 	if ce := codes.As(err); ce != nil {
 		ce.Rank = p.rank
@@ -272,6 +478,5 @@ func (p *peer) closeGracefully(wait time.Duration) {
 		case <-t.C:
 		}
 		p.conn.Close()
-		p.wg.Wait()
 	})
 }

@@ -24,9 +24,9 @@ const StatusPrefix = "\x1esperli-status "
 // Status is the outcome a rank reports to its launcher.
 type Status struct {
 	Exit      int    `json:"exit"`
-	Code      string `json:"code,omitempty"`       // "H1611", "" when none
-	Cause     string `json:"cause,omitempty"`      // lost, failed, aborted, launcher
-	CauseRank int    `json:"cause_rank,omitempty"` // the rank the cause is about
+	Code      string `json:"code,omitempty"`  // "H1611", "" when none
+	Cause     string `json:"cause,omitempty"` // lost, failed, aborted, launcher
+	CauseRank int    `json:"cause_rank"`      // the rank the cause is about
 	Msg       string `json:"msg,omitempty"`
 }
 
