@@ -244,6 +244,10 @@ func (c *Comm) collective(ctx context.Context, mine wire.Call, argErr string, co
 	v, heard := c.coll.voids[k]
 	c.mu.Unlock()
 	kind := Kind(mine.Kind)
+	if kind < kindCkptBegin {
+		c.collN++
+		c.failurePoint("collective", c.collN)
+	}
 
 	if argErr != "" {
 		return nil, c.void(k, mine, argErr)

@@ -41,7 +41,11 @@ type Comm struct {
 	silenceMS atomic.Int64 // this rank's silence limit
 	closing   atomic.Bool  // Finish or Close under way: broken connections are expected
 
-	coll collState
+	coll     collState
+	ckpt     ckptState
+	ckptMu   sync.Mutex // one checkpoint or resume at a time
+	failures []Failure  // the test-only failure schedule
+	collN    int        // collectives started in this incarnation
 
 	staleDropped atomic.Int64 // frames of another incarnation dropped (for tests)
 
@@ -92,6 +96,7 @@ func newComm(j *Job) *Comm {
 	}
 	c.silenceMS.Store(int64(j.silence() / time.Millisecond))
 	c.coll.init(j.Size)
+	c.failures, _ = ParseFailures(j.Failures) // Validate checked it
 	return c
 }
 
@@ -203,10 +208,14 @@ func (c *Comm) ended(from int, r wire.Reason) {
 // an error it returns ends the job with this rank as the failed one.
 func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 	switch h.Type {
-	case wire.Data:
+	case wire.Data, wire.Checkpoint:
+		tag := h.Tag
+		if h.Type == wire.Checkpoint {
+			tag |= sysTag // the runtime's own messages (checkpoints, resume)
+		}
 		msg := message{data: payload, cost: frameCost(len(payload))}
 		c.mu.Lock()
-		op := c.match.arrive(p.rank, h.Tag, msg)
+		op := c.match.arrive(p.rank, tag, msg)
 		if op != nil {
 			c.consumedLocked(p, msg.cost)
 			p.foreground.Store(time.Now().UnixNano()) // a receiver is active: let it read next

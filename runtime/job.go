@@ -75,6 +75,8 @@ type Job struct {
 	// the control channel of a launched rank reached its end; nil ends the
 	// process (exit status 1) half a second later.
 	OnLauncherLost func() `json:"-"`
+	// Die, when set, replaces the SIGKILL of a scheduled test failure.
+	Die func() `json:"-"`
 }
 
 // ReadJob reads a job description, the first line of r, and checks it
@@ -201,6 +203,9 @@ func (j *Job) Validate() error {
 		if h.Port < 1 || h.Port > 65535 {
 			return bad("host %d (%s) has port %d, want 1 to 65535", i, h.Host, h.Port)
 		}
+	}
+	if err := checkFailures(j.Failures); err != nil {
+		return err
 	}
 	return checkHostTable(j.Hosts, os.Getenv("SPERLI_REFUSED_HOSTS"))
 }
