@@ -25,6 +25,9 @@ import (
 //	comm.gather(root, data)                 -> bytes (empty off the root)
 //	comm.scatter(root, data)                -> bytes
 //	comm.set_silence(ms); comm.heartbeat(); comm.abort(); comm.finish()
+//	comm.use_checkpoints(dir=None)          dir relative to the working directory; None: --checkpoint-dir
+//	comm.checkpoint(state)                  state: bytes or string; returns when the COMMIT is stored
+//	comm.resume()                           -> bytes of the newest committed state, or None on a fresh start
 //
 // A refusal is a Starlark error whose message starts with its code
 // ("H1616: send: rank 5 is outside the job (size 3)"); sperli.attempt turns
@@ -67,6 +70,10 @@ var commMethods = map[string]commMethod{
 	"heartbeat":   commHeartbeat,
 	"abort":       commAbort,
 	"finish":      commFinish,
+
+	"use_checkpoints": commUseCheckpoints,
+	"checkpoint":      commCheckpoint,
+	"resume":          commResume,
 }
 
 // Attr returns a field or a bound method.
@@ -329,4 +336,42 @@ func commFinish(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []star
 		return nil, err
 	}
 	return starlark.None, c.c.Finish()
+}
+
+func commUseCheckpoints(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dir starlark.Value = starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dir?", &dir); err != nil {
+		return nil, err
+	}
+	d := ""
+	switch x := dir.(type) {
+	case starlark.NoneType:
+	case starlark.String:
+		d = string(x)
+	default:
+		return nil, fmt.Errorf("%s: dir is %s, want a string or None", b.Name(), dir.Type())
+	}
+	return starlark.None, c.c.UseCheckpoints(d)
+}
+
+func commCheckpoint(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var d data
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "state", &d); err != nil {
+		return nil, err
+	}
+	return starlark.None, c.c.Checkpoint(c.ctx, d)
+}
+
+func commResume(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	state, ok, err := c.c.Resume(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return starlark.None, nil
+	}
+	return starlark.Bytes(state), nil
 }
