@@ -84,7 +84,7 @@ func Place(n int, hostsFile, denyFile string) (*Placement, error) {
 	if denyFile != "" {
 		d, err := hosts.ReadDenyFile(denyFile)
 		if err != nil {
-			return nil, err
+			return nil, fileErr("--deny-hosts", err)
 		}
 		deny = d
 	}
@@ -94,7 +94,7 @@ func Place(n int, hostsFile, denyFile string) (*Placement, error) {
 	} else {
 		lines, err := hosts.ReadFile(hostsFile)
 		if err != nil {
-			return nil, err
+			return nil, fileErr("--hosts", err)
 		}
 		pl.Lines = lines
 	}
@@ -105,6 +105,17 @@ func Place(n int, hostsFile, denyFile string) (*Placement, error) {
 		return nil, usage("%s: %d host lines, want at least %d (one per rank)", hostsFile, len(pl.Lines), n)
 	}
 	return pl, nil
+}
+
+// fileErr makes a host or deny list that cannot be read a usage error
+// naming the flag (exit 2: nothing started); a malformed line stays the
+// *hosts.ParseError that names the file and line.
+func fileErr(flag string, err error) error {
+	var p *hosts.ParseError
+	if errors.As(err, &p) {
+		return err
+	}
+	return usage("%s: %v", flag, err)
 }
 
 // rankProc is one started rank.
@@ -119,6 +130,7 @@ type rankProc struct {
 	state  *os.ProcessState
 	err    error
 	status *runtime.Status
+	killed bool // by stopAll: its end is no loss
 }
 
 // Run launches the job and waits for it; it returns the exit status of
@@ -131,7 +143,10 @@ func Run(ctx context.Context, o Options) int {
 type launcher struct {
 	o     Options
 	mu    sync.Mutex
-	lines []string // launcher lines said already, to say each once
+	lines []string     // launcher lines said already, to say each once
+	lost  map[int]bool // ranks whose loss was said
+	// stopping is set once the launcher kills what is left of the job.
+	stopping bool
 }
 
 func (l *launcher) say(format string, args ...any) {
@@ -145,6 +160,21 @@ func (l *launcher) say(format string, args ...any) {
 	}
 	l.lines = append(l.lines, msg)
 	fmt.Fprintf(l.o.Stderr, "sperli: %s\n", msg)
+}
+
+// sayLost says once per rank that it was lost, and why: the first rank to
+// report it (the lost rank's own end, or a peer's H1611) gives the reason.
+func (l *launcher) sayLost(rank int, why string) {
+	l.mu.Lock()
+	said := l.lost[rank]
+	if l.lost == nil {
+		l.lost = map[int]bool{}
+	}
+	l.lost[rank] = true
+	l.mu.Unlock()
+	if !said {
+		l.say("rank %d lost: %s", rank, why)
+	}
 }
 
 func (l *launcher) run(ctx context.Context) int {
@@ -243,35 +273,13 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, pl *Placement,
 			return 1
 		}
 		p := &rankProc{rank: r, host: table[r].Host, ended: make(chan struct{})}
-		var argv []string
 		local := listeners[r] != nil
-		if star {
-			argv = []string{o.Self, "rank"}
-			if o.Modules != "" {
-				argv = append(argv, "--modules", o.Modules)
-			}
-			if !local {
-				argv = append(argv, "--wdir", wdir)
-				argv = append(argv, o.Program)
-			} else {
-				argv = append(argv, progAbs)
-			}
-			argv = append(argv, o.Args...)
-		} else {
-			prog := o.Program
-			if local {
-				prog = progAbs
-			}
-			argv = append([]string{prog}, o.Args...)
-		}
+		argv := rankArgv(o, star, local, table[r].Host, wdir, progAbs)
+		p.cmd = exec.Command(argv[0], argv[1:]...)
 		if local {
 			j.ListenFD = 3
-			p.cmd = exec.Command(argv[0], argv[1:]...)
 			p.cmd.ExtraFiles = []*os.File{listeners[r]}
 			p.cmd.Dir = wdir
-		} else {
-			ssh := hosts.SSHArgv(table[r].Host, argv)
-			p.cmd = exec.Command(ssh[0], ssh[1:]...)
 		}
 		p.cmd.Stdout = &p.stdout
 		p.cmd.Stderr = &p.stderr
@@ -309,6 +317,38 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, pl *Placement,
 		listeners[i] = nil
 	}
 	return l.wait(ctx, procs)
+}
+
+// rankArgv returns the argv that starts one rank (SPEC §3). A local rank
+// runs `SELF rank [--modules M] PROGRAM.star ARGS...` (PROGRAM made
+// absolute: progAbs) or `PROGRAM ARGS...` directly; a remote one runs the
+// same command, with `--wdir DIR` and PROGRAM as given, through
+// `ssh -p 62222 -o BatchMode=yes HOST WORD...`, every word shell-quoted.
+func rankArgv(o Options, star, local bool, host, wdir, progAbs string) []string {
+	var argv []string
+	if star {
+		argv = []string{o.Self, "rank"}
+		if o.Modules != "" {
+			argv = append(argv, "--modules", o.Modules)
+		}
+		if !local {
+			argv = append(argv, "--wdir", wdir)
+			argv = append(argv, o.Program)
+		} else {
+			argv = append(argv, progAbs)
+		}
+		argv = append(argv, o.Args...)
+	} else {
+		prog := o.Program
+		if local {
+			prog = progAbs
+		}
+		argv = append([]string{prog}, o.Args...)
+	}
+	if local {
+		return argv
+	}
+	return hosts.SSHArgv(host, argv)
 }
 
 func mustGetwd() string {
@@ -392,13 +432,26 @@ func (l *launcher) ended(p *rankProc) {
 	p.status = lastStatus(p.stderr.Bytes())
 	ws, _ := p.state.Sys().(syscall.WaitStatus)
 	switch {
+	case l.stopping:
+		// The launcher is ending the job (an interrupt, or the job had
+		// failed): neither a rank's signal nor a peer it saw go is a loss.
 	case ws.Signaled():
-		l.say("rank %d lost: killed by signal %d (%v)", p.rank, int(ws.Signal()), ws.Signal())
+		l.sayLost(p.rank, fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal()))
 	case p.status != nil && p.status.Code == codes.PeerLost.String() && p.status.CauseRank >= 0:
-		l.say("rank %d lost: %s (seen by rank %d)", p.status.CauseRank, strings.TrimPrefix(p.status.Msg, "H1611: "), p.rank)
+		l.sayLost(p.status.CauseRank, fmt.Sprintf("%s (seen by rank %d)", lossReason(p.status.Msg, p.status.CauseRank), p.rank))
 	case p.status == nil && !p.state.Success():
 		l.say("rank %d on %s ended with exit status %d and no status record", p.rank, p.host, p.state.ExitCode())
 	}
+}
+
+// lossReason returns the why of an H1611 message, on one line: msg may be
+// a whole Starlark traceback around "H1611: rank N lost: why".
+func lossReason(msg string, rank int) string {
+	if i := strings.LastIndex(msg, codes.PeerLost.String()+": "); i >= 0 {
+		msg = msg[i+len(codes.PeerLost.String())+2:]
+	}
+	msg, _, _ = strings.Cut(msg, "\n")
+	return strings.TrimPrefix(msg, fmt.Sprintf("rank %d lost: ", rank))
 }
 
 // outcome is the launcher's exit status: 0 when every rank ended with 0; 75
@@ -408,7 +461,7 @@ func (l *launcher) outcome(procs []*rankProc) int {
 	for _, p := range procs {
 		ws, _ := p.state.Sys().(syscall.WaitStatus)
 		switch {
-		case ws.Signaled():
+		case ws.Signaled() && !p.killed:
 			return runtime.ExitLost
 		case p.state.ExitCode() == runtime.ExitLost:
 			code = runtime.ExitLost
@@ -422,11 +475,13 @@ func (l *launcher) outcome(procs []*rankProc) int {
 // stopAll ends every rank still running: its control channel closes, then
 // its process group is killed.
 func (l *launcher) stopAll(procs []*rankProc) {
+	l.stopping = true
 	for _, p := range procs {
 		if p == nil || isEnded(p) {
 			continue
 		}
 		p.stdin.Close()
+		p.killed = true
 		if p.cmd.Process != nil {
 			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		}

@@ -1,0 +1,830 @@
+// Package launcher tests `sperli run` and `sperli job make` as processes:
+// the real binary, real ranks on loopback, their exit status, what the
+// launcher says on standard error and what it shows on standard output.
+package launcher
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// timeout bounds every wait of these tests.
+const timeout = 60 * time.Second
+
+var (
+	root    string // the module root
+	sperli  string // the binaries built for these tests
+	killme  string
+	echo    string
+	baseEnv []string
+)
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	var err error
+	if root, err = moduleRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "sperli-launcher-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	// The real path: /proc/PID/exe shows it.
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sperli, killme, echo = filepath.Join(dir, "sperli"), filepath.Join(dir, "killme"), filepath.Join(dir, "echo")
+	for _, b := range [][2]string{
+		{sperli, "./cmd/sperli"},
+		{killme, "./tests/launcher/testdata/killme"},
+		{echo, "./tests/launcher/testdata/echo"},
+	} {
+		cmd := exec.Command("go", "build", "-o", b[0], b[1])
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build -o %s %s: %v\n%s", b[0], b[1], err, out)
+			return 1
+		}
+	}
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "SPERLI_REFUSED_HOSTS", "SPERLI_TEST_FAILURE_SCHEDULE", "NO_COLOR", "XDG_CACHE_HOME":
+			continue
+		}
+		baseEnv = append(baseEnv, kv)
+	}
+	baseEnv = append(baseEnv, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+	return m.Run()
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// withEnv returns the test environment with kv ("K=V") set, replacing
+// earlier values of the same keys.
+func withEnv(kv ...string) []string {
+	out := slices.Clone(baseEnv)
+	for _, e := range kv {
+		k, _, _ := strings.Cut(e, "=")
+		out = slices.DeleteFunc(out, func(o string) bool { return strings.HasPrefix(o, k+"=") })
+		out = append(out, e)
+	}
+	return out
+}
+
+// proc is one started sperli process.
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan struct{}
+	err            error
+}
+
+// start starts sperli with args in dir (the module root when ""). The
+// process and the ranks it started are killed in t.Cleanup if still
+// running.
+func start(t *testing.T, env []string, dir string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(sperli, args...), done: make(chan struct{})}
+	if dir == "" {
+		dir = root
+	}
+	p.cmd.Dir, p.cmd.Env = dir, env
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.WaitDelay = 5 * time.Second // bounds Wait should anything else hold the pipes
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting sperli %q: %v", args, err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		for _, c := range children(p.cmd.Process.Pid) {
+			syscall.Kill(-c.pid, syscall.SIGKILL) // each rank leads its own process group
+			syscall.Kill(c.pid, syscall.SIGKILL)
+		}
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// stop kills p and waits for it, so that its output can be read.
+func (p *proc) stop() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
+// result is how a sperli process ended.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// wait waits at most d for p to end and fails the test if it does not.
+func (p *proc) wait(t *testing.T, d time.Duration) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		p.stop()
+		t.Fatalf("sperli %q did not end within %v (killed)\nstdout:\n%s\nstderr:\n%s", p.cmd.Args[1:], d, &p.stdout, &p.stderr)
+	}
+	r := result{stdout: p.stdout.String(), stderr: p.stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case p.err == nil:
+	case errors.As(p.err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("sperli %q: %v", p.cmd.Args[1:], p.err)
+	}
+	return r
+}
+
+// sperliRun runs sperli to its end.
+func sperliRun(t *testing.T, env []string, dir string, args ...string) result {
+	t.Helper()
+	return start(t, env, dir, args...).wait(t, timeout)
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// lines splits output into its lines, without line ends.
+func lines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+// rankLines returns the lines of launcher output shown for rank r, without
+// their prefix.
+func rankLines(out string, r int) []string {
+	var got []string
+	prefix := fmt.Sprintf("[rank %d] ", r)
+	for _, l := range lines(out) {
+		if rest, ok := strings.CutPrefix(l, prefix); ok {
+			got = append(got, rest)
+		}
+	}
+	return got
+}
+
+// wantOneLine fails unless s is exactly one line "sperli: ..." holding
+// every string of want.
+func wantOneLine(t *testing.T, what, s string, want ...string) {
+	t.Helper()
+	if strings.Count(s, "\n") != 1 || !strings.HasSuffix(s, "\n") || !strings.HasPrefix(s, "sperli: ") {
+		t.Errorf("%s: stderr = %q, want one line beginning \"sperli: \"", what, s)
+	}
+	for _, w := range want {
+		if !strings.Contains(s, w) {
+			t.Errorf("%s: stderr = %q, want it to name %q", what, s, w)
+		}
+	}
+}
+
+// A process seen in /proc.
+type procInfo struct {
+	pid   int
+	ppid  int
+	state string
+	start string // start time in clock ticks since boot: tells a reused pid
+}
+
+// readStat reads /proc/PID/stat.
+func readStat(pid int) (procInfo, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procInfo{}, false
+	}
+	// The command name, field 2, is in parentheses and may hold blanks.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procInfo{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return procInfo{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return procInfo{pid: pid, ppid: ppid, state: f[0], start: f[19]}, true
+}
+
+// children returns the processes whose parent is ppid.
+func children(ppid int) []procInfo {
+	ents, _ := os.ReadDir("/proc")
+	var out []procInfo
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pi, ok := readStat(pid); ok && pi.ppid == ppid {
+			out = append(out, pi)
+		}
+	}
+	return out
+}
+
+// alive reports whether the process p was is still there and not a zombie.
+func alive(p procInfo) bool {
+	now, ok := readStat(p.pid)
+	return ok && now.start == p.start && now.state != "Z"
+}
+
+// poll calls cond every 20 ms until it is true or ctx ends; it reports
+// whether cond became true.
+func poll(ctx context.Context, cond func() bool) bool {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if cond() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return cond()
+		case <-tick.C:
+		}
+	}
+}
+
+// markerProgram writes an executable PROGRAM that creates dir/ran when it
+// runs, and an ssh stand-in (first on PATH in the returned environment)
+// that creates dir/ssh-ran, so a test can tell that nothing was started,
+// not even over ssh. It returns the program, the two markers and the PATH
+// setting.
+func markerProgram(t *testing.T, dir string) (prog string, markers []string, path string) {
+	t.Helper()
+	ran, sshRan := filepath.Join(dir, "ran"), filepath.Join(dir, "ssh-ran")
+	prog = writeFile(t, filepath.Join(dir, "prog.sh"), "#!/bin/sh\ntouch '"+ran+"'\n", 0o755)
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(bin, "ssh"), "#!/bin/sh\ntouch '"+sshRan+"'\nexit 255\n", 0o755)
+	return prog, []string{ran, sshRan}, "PATH=" + bin + ":" + os.Getenv("PATH")
+}
+
+func wantNotStarted(t *testing.T, markers []string) {
+	t.Helper()
+	for _, m := range markers {
+		if exists(m) {
+			t.Errorf("%s exists: a rank was started", filepath.Base(m))
+		}
+	}
+}
+
+// TestHostListErrors: a malformed, short or refused host list is exit
+// status 2 with one line naming the file and line, and nothing starts;
+// `sperli job make` refuses the same lists and writes nothing.
+func TestHostListErrors(t *testing.T) {
+	three := "127.0.0.1\n127.0.0.1\n127.0.0.1\n"
+	for _, tc := range []struct {
+		name  string
+		hosts string // "" for no host file: {hosts} names a missing one
+		deny  string // --deny-hosts content, "" for none
+		env   string // SPERLI_REFUSED_HOSTS, "" for unset
+		want  []string
+	}{
+		{name: "bad port", hosts: "127.0.0.1\n127.0.0.1 70000\n127.0.0.1\n", want: []string{"{hosts}:2:", "70000"}},
+		{name: "port not a number", hosts: "127.0.0.1\n127.0.0.1\n127.0.0.1 4x\n", want: []string{"{hosts}:3:", "4x"}},
+		{name: "three fields", hosts: "# ranks\n127.0.0.1\n127.0.0.1 47001 47002\n127.0.0.1\n", want: []string{"{hosts}:3:", "3 fields"}},
+		{name: "too few lines", hosts: "# two hosts\n127.0.0.1\n\n127.0.0.1 47001\n", want: []string{"{hosts}", "2 host lines", "at least 3"}},
+		{name: "no host file", want: []string{"--hosts", "{hosts}"}},
+		{name: "env refused local address", hosts: "127.0.0.1\n127.0.0.9\n127.0.0.1\n", env: "node9.example, 127.0.0.9\tnode8.example",
+			want: []string{"H1614", "127.0.0.9", "{hosts}:2", "SPERLI_REFUSED_HOSTS"}},
+		{name: "env refused after a blank", hosts: "127.0.0.1\n127.0.0.1\nnode8.example\n", env: "node9.example, 127.0.0.9\tnode8.example",
+			want: []string{"H1614", "node8.example", "{hosts}:3"}},
+		{name: "env refused after a line end", hosts: "node7.example 47000\n127.0.0.1\n127.0.0.1\n", env: "a.example\nnode7.example",
+			want: []string{"H1614", "node7.example", "{hosts}:1"}},
+		{name: "reserved", hosts: "127.0.0.1\nhost-a.invalid\n127.0.0.1\n", want: []string{"H1614", "host-a.invalid", "{hosts}:2", "reserved"}},
+		{name: "below reserved", hosts: "127.0.0.1\n127.0.0.1\nx.host-b.invalid\n", want: []string{"H1614", "x.host-b.invalid", "{hosts}:3"}},
+		{name: "reserved upper case", hosts: "HOST-A.INVALID\n127.0.0.1\n127.0.0.1\n", want: []string{"H1614", "HOST-A.INVALID", "{hosts}:1"}},
+		{name: "reserved trailing dot", hosts: "127.0.0.1\nhost-a.invalid.\n127.0.0.1\n", want: []string{"H1614", "host-a.invalid.", "{hosts}:2"}},
+		{name: "denied local address", hosts: "127.0.0.1\n127.0.0.8\n127.0.0.1\n", deny: "# denied\n127.0.0.8\nNODE5.example\n",
+			want: []string{"H1614", "127.0.0.8", "{hosts}:2", "--deny-hosts"}},
+		{name: "denied upper case and dot", hosts: "node5.example.\n127.0.0.1\n127.0.0.1\n", deny: "# denied\n127.0.0.8\nNODE5.example\n",
+			want: []string{"H1614", "node5.example.", "{hosts}:1"}},
+		{name: "reserved on an unused line", hosts: three + "host-b.invalid\n", want: []string{"H1614", "host-b.invalid", "{hosts}:4"}},
+		{name: "env refused on an unused line", hosts: "127.0.0.1\n# spare\n127.0.0.1\n127.0.0.1\n127.0.0.9\n", env: "127.0.0.9",
+			want: []string{"H1614", "127.0.0.9", "{hosts}:5"}},
+		{name: "malformed deny file", hosts: three, deny: "ok.example\nbad name\n", want: []string{"{deny}:2:"}},
+	} {
+		for _, sub := range []string{"run", "job make"} {
+			t.Run(tc.name+"/"+sub, func(t *testing.T) {
+				dir := t.TempDir()
+				prog, markers, path := markerProgram(t, dir)
+				hostsFile := filepath.Join(dir, "hosts.txt")
+				if tc.hosts != "" {
+					writeFile(t, hostsFile, tc.hosts, 0o644)
+				}
+				denyFile := filepath.Join(dir, "deny.txt")
+				env := withEnv(path)
+				if tc.env != "" {
+					env = withEnv(path, "SPERLI_REFUSED_HOSTS="+tc.env)
+				}
+				out := filepath.Join(dir, "out")
+				var args []string
+				if sub == "run" {
+					args = []string{"run", "-n", "3", "--hosts", hostsFile}
+				} else {
+					args = []string{"job", "make", "-n", "3", "--hosts", hostsFile, "--out", out}
+				}
+				if tc.deny != "" {
+					writeFile(t, denyFile, tc.deny, 0o644)
+					args = append(args, "--deny-hosts", denyFile)
+				}
+				if sub == "run" {
+					args = append(args, prog)
+				}
+				r := sperliRun(t, env, dir, args...)
+				if r.code != 2 {
+					t.Errorf("sperli %s: exit status %d, want 2\n%v", sub, r.code, r)
+				}
+				var want []string
+				for _, w := range tc.want {
+					want = append(want, strings.NewReplacer("{hosts}", hostsFile, "{deny}", denyFile).Replace(w))
+				}
+				wantOneLine(t, "sperli "+sub, r.stderr, want...)
+				if r.stdout != "" {
+					t.Errorf("sperli %s: stdout = %q, want nothing", sub, r.stdout)
+				}
+				wantNotStarted(t, markers)
+				if exists(out) {
+					t.Errorf("sperli job make created %s", out)
+				}
+			})
+		}
+	}
+}
+
+// TestUsage: command-line mistakes are exit status 2 with one line, and
+// nothing starts.
+func TestUsage(t *testing.T) {
+	dir := t.TempDir()
+	prog, markers, path := markerProgram(t, dir)
+	star := writeFile(t, filepath.Join(dir, "p.star"), "print('ran')\n", 0o644)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"executable without -n", []string{"run", prog}, []string{"-n"}},
+		{"-n 0", []string{"run", "-n", "0", prog}, []string{"-n 0"}},
+		{"-n 0 star", []string{"run", "-n", "0", star}, []string{"-n 0"}},
+		{"-n negative", []string{"run", "-n", "-1", prog}, []string{"-n -1"}},
+		{"-n not a number", []string{"run", "-n", "three", prog}, []string{"three"}},
+		{"missing star program", []string{"run", "-n", "2", filepath.Join(dir, "missing.star")}, []string{"missing.star"}},
+		{"missing executable", []string{"run", "-n", "2", filepath.Join(dir, "missing")}, []string{"missing"}},
+		{"missing star program without -n", []string{"run", filepath.Join(dir, "missing.star")}, []string{"missing.star"}},
+		{"no program", []string{"run", "-n", "2"}, nil},
+		{"silence too short", []string{"run", "-n", "2", "--silence", "5", prog}, []string{"--silence"}},
+		{"unknown flag", []string{"run", "-n", "2", "--bogus", prog}, []string{"--bogus"}},
+		{"job make without --out", []string{"job", "make", "-n", "2"}, []string{"--out"}},
+		{"job make -n 0", []string{"job", "make", "-n", "0", "--out", filepath.Join(dir, "out")}, []string{"-n 0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sperliRun(t, withEnv(path), dir, tc.args...)
+			if r.code != 2 {
+				t.Errorf("sperli %q: exit status %d, want 2\n%v", tc.args, r.code, r)
+			}
+			wantOneLine(t, fmt.Sprintf("sperli %q", tc.args), r.stderr, tc.want...)
+			if r.stdout != "" {
+				t.Errorf("sperli %q: stdout = %q, want nothing", tc.args, r.stdout)
+			}
+			wantNotStarted(t, markers)
+			if exists(filepath.Join(dir, "out")) {
+				t.Errorf("sperli %q created out/", tc.args)
+			}
+		})
+	}
+}
+
+// waitPIDs waits for the pid files killme writes once its rank joined, and
+// returns the pids, each checked to be a child of the launcher.
+func waitPIDs(t *testing.T, ctx context.Context, launcher *proc, dir string, n int) []procInfo {
+	t.Helper()
+	pids := make([]procInfo, n)
+	var bad string
+	ok := poll(ctx, func() bool {
+		for r := range pids {
+			if pids[r].pid != 0 {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank-%d.pid", r)))
+			if err != nil {
+				return false
+			}
+			pid, err := strconv.Atoi(string(b))
+			if err != nil {
+				bad = fmt.Sprintf("rank-%d.pid holds %q", r, b)
+				return true
+			}
+			pi, ok := readStat(pid)
+			if !ok || pi.ppid != launcher.cmd.Process.Pid || pi.state == "Z" {
+				bad = fmt.Sprintf("rank %d (pid %d) is no running child of the launcher (pid %d): it ended early?", r, pid, launcher.cmd.Process.Pid)
+				return true
+			}
+			pids[r] = pi
+		}
+		return true
+	})
+	if !ok {
+		bad = fmt.Sprintf("the ranks did not all join within %v", timeout)
+	}
+	if bad != "" {
+		launcher.stop()
+		t.Fatalf("%s\nstdout:\n%s\nstderr:\n%s", bad, &launcher.stdout, &launcher.stderr)
+	}
+	return pids
+}
+
+// TestRankKilled: a rank killed with SIGKILL while its peers wait on it is
+// a lost rank: the peers end with H1611/H1612, the launcher says once
+// which rank was lost and exits 75.
+func TestRankKilled(t *testing.T) {
+	dir := t.TempDir()
+	l := start(t, baseEnv, dir, "run", "-n", "3", "--silence", "1000", killme, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	pids := waitPIDs(t, ctx, l, dir, 3)
+	if err := syscall.Kill(pids[2].pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill rank 2 (pid %d): %v", pids[2].pid, err)
+	}
+	// Silence 1000 ms: the job ends well within this bound.
+	r := l.wait(t, 30*time.Second)
+	if r.code != 75 {
+		t.Errorf("exit status %d, want 75 (a rank was lost)\n%v", r.code, r)
+	}
+	var lost []string
+	for _, line := range lines(r.stderr) {
+		if !strings.HasPrefix(line, "sperli: ") {
+			t.Errorf("launcher line %q does not begin with \"sperli: \"", line)
+		}
+		if strings.HasPrefix(line, "sperli: rank 2 lost: ") {
+			lost = append(lost, line)
+		} else if strings.Contains(line, "lost") {
+			t.Errorf("launcher line %q: only rank 2 was lost", line)
+		}
+	}
+	if len(lost) != 1 {
+		t.Errorf("launcher says %d lines \"sperli: rank 2 lost: ...\", want 1:\n%s", len(lost), r.stderr)
+	} else if strings.Count(lost[0], "rank 2 lost") != 1 {
+		t.Errorf("launcher line %q says \"rank 2 lost\" more than once", lost[0])
+	}
+	for rank := 0; rank < 2; rank++ {
+		got := strings.Join(rankLines(r.stdout, rank), "\n")
+		if !strings.Contains(got, "H1611") && !strings.Contains(got, "H1612") {
+			t.Errorf("rank %d's output %q shows neither H1611 nor H1612\n%v", rank, got, r)
+		}
+		if !strings.Contains(got, "rank 2") {
+			t.Errorf("rank %d's output %q does not name rank 2 as the cause", rank, got)
+		}
+	}
+	for _, line := range lines(r.stdout) {
+		if !regexp.MustCompile(`^\[rank [01]\] `).MatchString(line) {
+			t.Errorf("output line %q is not prefixed [rank 0] or [rank 1]", line)
+		}
+	}
+	if strings.Contains(r.stdout, "\x1e") {
+		t.Errorf("the output shows a status record:\n%q", r.stdout)
+	}
+}
+
+// TestProgramError: a Starlark error in one rank ends the job with exit
+// status 1; its traceback names file and line, the others show H1612.
+func TestProgramError(t *testing.T) {
+	for _, tc := range []struct {
+		name, line3, want string
+	}{
+		{"fail", `fail("boom")`, "boom"},
+		{"division by zero", "x = 1 // 0", "division by zero"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "prog.star"), fmt.Sprintf(`print("rank %%d starts" %% comm.rank)
+def main():
+    if comm.rank == 1: %s
+    comm.barrier()
+`, tc.line3), 0o644)
+			r := sperliRun(t, baseEnv, dir, "run", "-n", "3", "prog.star")
+			if r.code != 1 {
+				t.Errorf("exit status %d, want 1 (a program error)\n%v", r.code, r)
+			}
+			for _, line := range lines(r.stderr) {
+				if !strings.HasPrefix(line, "sperli: ") || strings.Contains(line, "lost") || strings.Contains(line, "killed") {
+					t.Errorf("launcher line %q: want \"sperli: \" lines, no loss, no rank killed by the launcher", line)
+				}
+			}
+			last := -1
+			for i, line := range lines(r.stdout) {
+				m := regexp.MustCompile(`^\[rank (\d)\] `).FindStringSubmatch(line)
+				if m == nil {
+					t.Fatalf("output line %d %q has no [rank i] prefix\n%s", i+1, line, r.stdout)
+				}
+				rank, _ := strconv.Atoi(m[1])
+				if rank < last {
+					t.Errorf("output line %d %q: rank %d after rank %d", i+1, line, rank, last)
+				}
+				last = rank
+			}
+			for rank := 0; rank < 3; rank++ {
+				got := rankLines(r.stdout, rank)
+				if len(got) == 0 || got[0] != fmt.Sprintf("rank %d starts", rank) {
+					t.Errorf("rank %d's output %q does not begin with its print (stdout before stderr)", rank, got)
+				}
+				all := strings.Join(got, "\n")
+				if rank == 1 {
+					if !strings.Contains(all, "prog.star:3:") || !strings.Contains(all, tc.want) {
+						t.Errorf("rank 1's output %q does not show prog.star:3: and %q", all, tc.want)
+					}
+				} else if !strings.Contains(all, "H1612") {
+					t.Errorf("rank %d's output %q does not show H1612", rank, all)
+				}
+			}
+		})
+	}
+}
+
+// TestSyntaxError: a syntax error is exit status 1 with file:line:col, in
+// a job and alone.
+func TestSyntaxError(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "syn.star"), "# a syntax error on line 2\ndef main(:\n    pass\n", 0o644)
+	pos := regexp.MustCompile(`syn\.star:2:\d+: `)
+
+	r := sperliRun(t, baseEnv, dir, "run", "-n", "3", "syn.star")
+	if r.code != 1 {
+		t.Errorf("sperli run -n 3 syn.star: exit status %d, want 1\n%v", r.code, r)
+	}
+	for rank := 0; rank < 3; rank++ {
+		if got := strings.Join(rankLines(r.stdout, rank), "\n"); !pos.MatchString(got) {
+			t.Errorf("rank %d's output %q does not show syn.star:2:COL:", rank, got)
+		}
+	}
+
+	r = sperliRun(t, baseEnv, dir, "run", "syn.star")
+	if r.code != 1 {
+		t.Errorf("sperli run syn.star: exit status %d, want 1\n%v", r.code, r)
+	}
+	if !pos.MatchString(r.stderr) || r.stdout != "" {
+		t.Errorf("sperli run syn.star: stderr %q, stdout %q; want syn.star:2:COL: on stderr only", r.stderr, r.stdout)
+	}
+}
+
+// TestInterrupt: SIGINT to the launcher while the ranks wait ends every
+// rank and leaves no process behind.
+func TestInterrupt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args func(dir string) []string
+	}{
+		{"go ranks", func(dir string) []string { return []string{killme, dir} }},
+		{"starlark ranks", func(dir string) []string {
+			return []string{writeFile(t, filepath.Join(dir, "recv.star"), "comm.recv(comm.size - 1 if comm.rank != comm.size - 1 else 0, 99)\n", 0o644)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := start(t, baseEnv, dir, append([]string{"run", "-n", "3"}, tc.args(dir)...)...)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			var kids []procInfo
+			if tc.name == "go ranks" {
+				kids = waitPIDs(t, ctx, l, dir, 3)
+			} else {
+				// Three children that run sperli (past exec), each with
+				// two peer connections: joined, waiting.
+				ok := poll(ctx, func() bool {
+					kids = children(l.cmd.Process.Pid)
+					if len(kids) != 3 {
+						return false
+					}
+					for _, k := range kids {
+						if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", k.pid)); exe != sperli || sockets(k.pid) < 2 {
+							return false
+						}
+					}
+					return true
+				})
+				if !ok {
+					l.stop()
+					t.Fatalf("the launcher did not have 3 joined ranks within %v: %+v\nstderr:\n%s", timeout, kids, &l.stderr)
+				}
+			}
+			t.Cleanup(func() {
+				for _, k := range kids {
+					if alive(k) {
+						syscall.Kill(k.pid, syscall.SIGKILL)
+					}
+				}
+			})
+			if err := l.cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			r := l.wait(t, 30*time.Second)
+			if r.code != 1 {
+				t.Errorf("exit status %d after SIGINT, want 1\n%v", r.code, r)
+			}
+			if !regexp.MustCompile(`(?m)^sperli: .*interrupt`).MatchString(r.stderr) {
+				t.Errorf("stderr %q does not say the launcher was interrupted", r.stderr)
+			}
+			for _, line := range lines(r.stderr) {
+				if strings.Contains(line, "lost") {
+					t.Errorf("launcher line %q: a rank ended by the launcher is not lost", line)
+				}
+			}
+			gone := func() bool {
+				for _, k := range kids {
+					if alive(k) {
+						return false
+					}
+				}
+				return true
+			}
+			ctx10, cancel10 := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel10()
+			if !poll(ctx10, gone) {
+				var left []int
+				for _, k := range kids {
+					if alive(k) {
+						left = append(left, k.pid)
+					}
+				}
+				t.Errorf("ranks %v still run 10 s after the launcher ended", left)
+			}
+		})
+	}
+}
+
+// sockets counts the sockets open in process pid.
+func sockets(pid int) int {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, _ := os.ReadDir(dir)
+	n := 0
+	for _, e := range ents {
+		if l, _ := os.Readlink(filepath.Join(dir, e.Name())); strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestJobsAtOnce: jobs started at the same moment on one machine do not
+// collide on ports.
+func TestJobsAtOnce(t *testing.T) {
+	const want = "[rank 0] rows=1000 total=500500 expected=500500 ok\n"
+	for round := 0; round < 3; round++ {
+		// Started back to back, well within the time a launcher takes to
+		// bind its ranks' sockets.
+		jobs := make([]*proc, 2)
+		for i := range jobs {
+			jobs[i] = start(t, baseEnv, "", "run", "-n", "4", "scripts/examples/sum.star", "1000")
+		}
+		for i, p := range jobs {
+			if r := p.wait(t, timeout); r.code != 0 || r.stdout != want || r.stderr != "" {
+				t.Errorf("round %d, job %d: %v\nwant exit status 0, stdout %q and no stderr", round, i, r, want)
+			}
+		}
+	}
+}
+
+// TestRunAlone: `sperli run FILE.star` without -n runs the file alone
+// (comm is None), takes the program's arguments, and caches the compiled
+// module by content.
+func TestRunAlone(t *testing.T) {
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "xdg")
+	home := filepath.Join(dir, "home")
+	env := withEnv("XDG_CACHE_HOME="+cache, "HOME="+home)
+	prog := writeFile(t, filepath.Join(dir, "alone.star"), "print(comm == None)\nprint(sperli.args)\n", 0o644)
+	compiled := filepath.Join(cache, "sperli", "compiled")
+	progFiles := func() []string {
+		m, _ := filepath.Glob(filepath.Join(compiled, "*.prog"))
+		return m
+	}
+	const want = "True\n[\"--steps\", \"5\"]\n"
+
+	r := sperliRun(t, env, dir, "run", prog, "--steps", "5")
+	if r.code != 0 || r.stdout != want || r.stderr != "" {
+		t.Fatalf("sperli run alone.star --steps 5: %v\nwant exit status 0 and stdout %q", r, want)
+	}
+	files := progFiles()
+	if len(files) != 1 {
+		t.Fatalf("after the first run the cache %s holds %q, want one .prog file", compiled, files)
+	}
+	if exists(filepath.Join(home, ".cache")) {
+		t.Errorf("the cache went under HOME although XDG_CACHE_HOME is set")
+	}
+	// An old time, so that a rewrite shows whatever the clock's grain.
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if err := os.Chtimes(files[0], old, old); err != nil {
+		t.Fatal(err)
+	}
+
+	r = sperliRun(t, env, dir, "run", prog, "--steps", "5")
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("second sperli run alone.star: %v", r)
+	}
+	if got := progFiles(); !slices.Equal(got, files) {
+		t.Errorf("after the second run the cache holds %q, want %q", got, files)
+	}
+	if fi, err := os.Stat(files[0]); err != nil || !fi.ModTime().Equal(old) {
+		t.Errorf("the cached module was written again on an unchanged file (stat: %v, %v)", fi.ModTime(), err)
+	}
+
+	// A changed file is compiled anew, beside the old entry.
+	writeFile(t, prog, "print(comm == None, 'changed')\n", 0o644)
+	r = sperliRun(t, env, dir, "run", prog)
+	if r.code != 0 || r.stdout != "True changed\n" {
+		t.Fatalf("sperli run of the changed file: %v", r)
+	}
+	if got := progFiles(); len(got) != 2 {
+		t.Errorf("after a change the cache holds %q, want two .prog files", got)
+	}
+}
+
+// TestOutputFormat: rank 0's stdout lines, then its stderr lines, then rank
+// 1's..., every line prefixed "[rank i] ", and no escapes when standard
+// output is no terminal, with or without NO_COLOR.
+func TestOutputFormat(t *testing.T) {
+	var want strings.Builder
+	for r := 0; r < 3; r++ {
+		fmt.Fprintf(&want, "[rank %d] out %d first\n[rank %d] out %d second\n[rank %d] err %d first\n[rank %d] err %d second\n", r, r, r, r, r, r, r, r)
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+	}{
+		{"plain", baseEnv},
+		{"NO_COLOR", withEnv("NO_COLOR=1")},
+		{"TERM", withEnv("TERM=xterm-256color", "COLORTERM=truecolor")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sperliRun(t, tc.env, t.TempDir(), "run", "-n", "3", echo)
+			if r.code != 0 || r.stderr != "" {
+				t.Errorf("sperli run -n 3 echo: %v\nwant exit status 0 and no stderr", r)
+			}
+			if r.stdout != want.String() {
+				t.Errorf("output:\n%q\nwant:\n%q", r.stdout, want.String())
+			}
+			if strings.Contains(r.stdout, "\x1b") {
+				t.Errorf("output to a pipe holds escapes: %q", r.stdout)
+			}
+		})
+	}
+}
