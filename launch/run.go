@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -208,12 +209,87 @@ func (l *launcher) run(ctx context.Context) int {
 		l.say("%v", err)
 		return 1
 	}
-	failures := os.Getenv("SPERLI_TEST_FAILURE_SCHEDULE")
-	return l.incarnation(ctx, id, pl, star, 0, failures)
+	failures := os.Getenv(FailureEnv)
+	if _, err := runtime.ParseFailures(failures); err != nil {
+		l.say("%s: %v", FailureEnv, err)
+		return 2
+	}
+	if o.RestartMax < 0 {
+		l.say("--restart-max %d: want 0 or more", o.RestartMax)
+		return 2
+	}
+	return l.restarts(ctx, id, pl, star, failures)
+}
+
+// FailureEnv is the test-only failure schedule of SPEC §9.5, read by the
+// launcher and put in every job description (so it reaches remote ranks).
+const FailureEnv = "SPERLI_TEST_FAILURE_SCHEDULE"
+
+// restarts runs incarnation after incarnation (SPEC §9.5): when a rank is
+// lost and --checkpoint-dir is set, the job starts again with incarnation
+// + 1 and fresh tokens, every lost rank on the next unused host line (or
+// where it was when none is left), at most --restart-max times.
+func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, star bool, failures string) int {
+	o := l.o
+	lines := append([]hosts.Line(nil), pl.Lines[:o.N]...)
+	unused := o.N
+	for inc := uint32(0); ; inc++ {
+		l.mu.Lock()
+		l.lost, l.stopping = nil, false
+		l.mu.Unlock()
+		code := l.incarnation(ctx, id, lines, star, inc, failures)
+		if code != runtime.ExitLost || o.CheckpointDir == "" || ctx.Err() != nil {
+			return code
+		}
+		lost := l.lostRanks()
+		if int(inc) >= o.RestartMax {
+			l.say("rank %s lost and no restart left (%d of %d used)", joinInts(lost), inc, o.RestartMax)
+			return code
+		}
+		for _, r := range lost {
+			if unused < len(pl.Lines) {
+				lines[r] = pl.Lines[unused]
+				unused++
+				l.say("rank %d restarts on %s (%s)", r, lines[r].Host, lineName(pl.File, lines[r]))
+			} else {
+				l.say("rank %d restarts where it was, on %s: no unused host line is left", r, lines[r].Host)
+			}
+		}
+		l.say("restart %d of %d: incarnation %d", inc+1, o.RestartMax, inc+1)
+	}
+}
+
+func (l *launcher) lostRanks() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []int
+	for r := range l.lost {
+		out = append(out, r)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	if len(s) == 0 {
+		return "?"
+	}
+	return strings.Join(s, ", ")
+}
+
+func lineName(file string, l hosts.Line) string {
+	if file == "" || l.Line == 0 {
+		return "the default host list"
+	}
+	return fmt.Sprintf("%s:%d", file, l.Line)
 }
 
 // incarnation starts every rank of one incarnation and waits for them.
-func (l *launcher) incarnation(ctx context.Context, id *Identity, pl *Placement, star bool, inc uint32, failures string) int {
+func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.Line, star bool, inc uint32, failures string) int {
 	o := l.o
 	n := o.N
 	table := make([]runtime.Host, n)
@@ -226,7 +302,7 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, pl *Placement,
 		}
 	}()
 	for r := 0; r < n; r++ {
-		line := pl.Lines[r]
+		line := lines[r]
 		if hosts.IsLocal(line.Host) {
 			// Bind here and hand the socket to the rank: no port race.
 			ln, err := net.Listen("tcp", net.JoinHostPort(hosts.ListenHost(line.Host), "0"))

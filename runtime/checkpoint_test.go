@@ -246,7 +246,9 @@ func wantStates(t *testing.T, what string, states [][]byte, oks []bool, errs []e
 }
 
 func TestResumeDamage(t *testing.T) {
-	own := func(cj *ckptJob, r int) string { return filepath.Join(cj.epochDir(r, 2), fmt.Sprintf("rank-%d.ckpt", r)) }
+	own := func(cj *ckptJob, r int) string {
+		return filepath.Join(cj.epochDir(r, 2), fmt.Sprintf("rank-%d.ckpt", r))
+	}
 	buddy := func(cj *ckptJob, r int) string {
 		n := cj.spec.Size
 		return filepath.Join(cj.epochDir((r+1)%n, 2), fmt.Sprintf("rank-%d.ckpt.buddy", r))
