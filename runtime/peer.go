@@ -346,6 +346,7 @@ func (p *peer) readOne() bool {
 	for rs.hn < wire.HeaderSize {
 		n, err := p.br.Read(rs.hb[rs.hn:])
 		rs.hn += n
+		p.heard(n)
 		if err != nil && rs.hn < wire.HeaderSize {
 			return p.readErr(err)
 		}
@@ -362,6 +363,7 @@ func (p *peer) readOne() bool {
 	for rs.pn < len(rs.payload) {
 		n, err := p.br.Read(rs.payload[rs.pn:])
 		rs.pn += n
+		p.heard(n)
 		if err != nil && rs.pn < len(rs.payload) {
 			return p.readErr(err)
 		}
@@ -369,12 +371,10 @@ func (p *peer) readOne() bool {
 	h, payload := rs.h, rs.payload
 	rs.hn, rs.pn, rs.payload = 0, 0, nil
 	if h.Incarnation != p.c.inc {
-		// A frame of another incarnation is dropped whole (SPEC §5); it is
-		// no sign of life of this incarnation's peer.
+		// A frame of another incarnation is dropped whole (SPEC §5).
 		p.c.staleDropped.Add(1)
 		return true
 	}
-	p.lastHeard.Store(time.Now().UnixNano())
 	if len(payload) == 0 {
 		payload = nil
 	}
@@ -389,6 +389,14 @@ func (p *peer) readOne() bool {
 		return false
 	}
 	return true
+}
+
+// heard records that n bytes came from the peer: a peer in the middle of a
+// large frame is alive, whole frames or not.
+func (p *peer) heard(n int) {
+	if n > 0 {
+		p.lastHeard.Store(time.Now().UnixNano())
+	}
 }
 
 // readErr handles a read error in the middle of readOne: a deadline only
