@@ -35,8 +35,9 @@ fuzz:
 	  done; \
 	done
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime/
+bench: build
+	$(SPERLI) bench --plot docs/bench.svg
+	$(GO) test -run '^$$' -bench 'RoundTrip|Rate' -benchtime 2s ./runtime/
 
 verify:
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt needed"; exit 1)

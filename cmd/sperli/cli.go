@@ -50,7 +50,8 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRun(), newRank(), newJob(), newCodes(), newVersion())
+	root.AddCommand(newRun(), newRank(), newJob(), newBench(), newCodes(), newVersion())
+	root.AddCommand(newBenchRanks()...)
 	return root
 }
 
