@@ -1059,6 +1059,15 @@ func TestMismatchMatrix(t *testing.T) {
 	}
 	cases = append(cases, mcase{"reduce against allreduce, equal in all else", 3, func(ctx context.Context, c *runtime.Comm) error {
 		return red(ctx, c, c.Rank() == 0, 0, runtime.Int64, runtime.Sum, i64s(1))
+	}}, mcase{"barrier against a wrong reduce (a void of another call)", 3, func(ctx context.Context, c *runtime.Comm) error {
+		if c.Rank() == 2 {
+			err := red(ctx, c, false, 7, runtime.Int64, runtime.Sum, i64s(1))
+			if !isCode(err, codes.WrongCollective) {
+				return fmt.Errorf("the wrong reduce = %v, want H1618", err)
+			}
+			return c.Barrier(ctx) // the job has ended by now, or ends here
+		}
+		return c.Barrier(ctx)
 	}})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -33,7 +33,7 @@ type Comm struct {
 
 	mu       sync.Mutex
 	match    *matcher
-	open     map[any]string // open operations and what they are, for messages
+	open     map[any]struct{} // open operations (*SendOp, *RecvOp)
 	err      error          // why the communicator ended; set once, under mu
 	finished bool
 	dead     chan struct{} // closed when err is set
@@ -88,7 +88,7 @@ func newComm(j *Job) *Comm {
 		inc:     j.Incarnation,
 		peers:   make([]*peer, j.Size),
 		match:   newMatcher(j.Size),
-		open:    make(map[any]string),
+		open:    make(map[any]struct{}),
 		dead:    make(chan struct{}),
 		stopMon: make(chan struct{}),
 		monDone: make(chan struct{}),
@@ -288,10 +288,20 @@ func checkTag(op string, tag int) error {
 	return nil
 }
 
+// String says what the operation is ("send to rank 1 tag 5").
+func (op *SendOp) String() string {
+	return fmt.Sprintf("send to rank %d tag %d", op.dest, op.f.h.Tag)
+}
+
+// String says what the operation is ("recv from rank 0 tag 4").
+func (op *RecvOp) String() string {
+	return fmt.Sprintf("recv from rank %d tag %d", op.r.src, op.r.tag)
+}
+
 // SendOp is an open send made by StartSend.
 type SendOp struct {
 	f        *outFrame
-	desc     string
+	dest     int
 	finished bool // guarded by Comm.mu
 	busy     bool
 }
@@ -299,7 +309,6 @@ type SendOp struct {
 // RecvOp is an open receive made by StartRecv.
 type RecvOp struct {
 	r    *recvOp
-	desc string
 	busy bool
 }
 
@@ -326,7 +335,7 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 	if len(data) > wire.MaxPayload {
 		return nil, &codes.Error{Code: codes.OutOfRange, Op: "send", Rank: -1, Msg: fmt.Sprintf("send: message is %d bytes, limit %d", len(data), wire.MaxPayload)}
 	}
-	op := &SendOp{desc: fmt.Sprintf("send to rank %d tag %d", dest, tag)}
+	op := &SendOp{dest: dest}
 	f := &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
 	op.f = f
 	c.mu.Lock()
@@ -337,7 +346,7 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 	if dest == c.rank {
 		m := message{data: data}
 		r := c.match.arrive(c.rank, uint32(tag), m)
-		c.open[op] = op.desc
+		c.open[op] = struct{}{}
 		c.mu.Unlock()
 		if r != nil {
 			close(r.done)
@@ -350,7 +359,7 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 		c.mu.Unlock()
 		return nil, &codes.Error{Code: codes.Finished, Op: "send", Rank: dest, Msg: fmt.Sprintf("send: rank %d has finished", dest)}
 	}
-	c.open[op] = op.desc
+	c.open[op] = struct{}{}
 	c.mu.Unlock()
 	if err := p.enqueue(f); err != nil {
 		f.err = err
@@ -406,9 +415,9 @@ func (c *Comm) FinishSend(ctx context.Context, op *SendOp) error {
 	if _, ok := c.open[op]; !ok || op.busy {
 		c.mu.Unlock()
 		if op.finished {
-			return &codes.Error{Code: codes.Finished, Op: "finish_send", Rank: -1, Msg: fmt.Sprintf("finish_send: %s is already finished", op.desc)}
+			return &codes.Error{Code: codes.Finished, Op: "finish_send", Rank: -1, Msg: fmt.Sprintf("finish_send: %s is already finished", op.String())}
 		}
-		return &codes.Error{Code: codes.Finished, Op: "finish_send", Rank: -1, Msg: fmt.Sprintf("finish_send: %s is not open", op.desc)}
+		return &codes.Error{Code: codes.Finished, Op: "finish_send", Rank: -1, Msg: fmt.Sprintf("finish_send: %s is not open", op.String())}
 	}
 	op.busy = true
 	c.mu.Unlock()
@@ -464,13 +473,13 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 		return nil, err
 	}
 	r := &recvOp{src: source, tag: uint32(tag), done: make(chan struct{})}
-	op := &RecvOp{r: r, desc: fmt.Sprintf("recv from rank %d tag %d", source, tag)}
+	op := &RecvOp{r: r}
 	c.mu.Lock()
 	if err := c.callableLocked("recv"); err != nil {
 		c.mu.Unlock()
 		return nil, err
 	}
-	c.open[op] = op.desc
+	c.open[op] = struct{}{}
 	if c.match.post(r) {
 		c.consumedLocked(c.peers[source], r.cost)
 		c.mu.Unlock()
@@ -498,7 +507,7 @@ func (c *Comm) FinishRecv(ctx context.Context, op *RecvOp) ([]byte, error) {
 	c.mu.Lock()
 	if _, ok := c.open[op]; !ok || op.busy {
 		c.mu.Unlock()
-		return nil, &codes.Error{Code: codes.Finished, Op: "finish_recv", Rank: -1, Msg: fmt.Sprintf("finish_recv: %s is not open (finished already?)", op.desc)}
+		return nil, &codes.Error{Code: codes.Finished, Op: "finish_recv", Rank: -1, Msg: fmt.Sprintf("finish_recv: %s is not open (finished already?)", op.String())}
 	}
 	op.busy = true
 	c.mu.Unlock()
@@ -684,8 +693,8 @@ func (c *Comm) Finish() error {
 	var openErr error
 	if len(c.open) > 0 {
 		var names []string
-		for _, d := range c.open {
-			names = append(names, d)
+		for op := range c.open {
+			names = append(names, fmt.Sprint(op))
 		}
 		sort.Strings(names)
 		openErr = codes.New(codes.Finished, "finish with %d open operation(s): %s", len(names), strings.Join(names, ", "))

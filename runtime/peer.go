@@ -420,7 +420,10 @@ func (p *peer) readFor(ctx context.Context, done <-chan struct{}) bool {
 	if !p.rmu.TryLock() {
 		return false
 	}
-	stop := context.AfterFunc(ctx, p.interrupt)
+	stop := func() bool { return false }
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, p.interrupt)
+	}
 	for !p.gone.Load() && ctx.Err() == nil {
 		select {
 		case <-done:
