@@ -123,6 +123,7 @@ func fileErr(flag string, err error) error {
 type rankProc struct {
 	rank   int
 	host   string
+	remote bool // started through ssh
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout bytes.Buffer
@@ -144,7 +145,7 @@ func Run(ctx context.Context, o Options) int {
 type launcher struct {
 	o     Options
 	mu    sync.Mutex
-	lines []string     // launcher lines said already, to say each once
+	lines []string     // launcher lines said already in this incarnation, to say each once
 	lost  map[int]bool // ranks whose loss was said
 	// stopping is set once the launcher kills what is left of the job.
 	stopping bool
@@ -235,7 +236,9 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 	unused := o.N
 	for inc := uint32(0); ; inc++ {
 		l.mu.Lock()
-		l.lost, l.stopping = nil, false
+		// Each incarnation says its own losses and restarts, even when
+		// they read as those of an earlier one (the same rank lost twice).
+		l.lost, l.stopping, l.lines = nil, false, nil
 		l.mu.Unlock()
 		code := l.incarnation(ctx, id, lines, star, inc, failures)
 		if code != runtime.ExitLost || o.CheckpointDir == "" || ctx.Err() != nil {
@@ -331,9 +334,13 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 		Launched: true, CheckpointDir: o.CheckpointDir, Failures: failures,
 		Expires: time.Now().Add(join + 5*time.Minute),
 	}
+	// The working directory and the program go to remote hosts as
+	// absolute paths: a relative one would resolve in the remote home.
 	wdir := o.Wdir
 	if wdir == "" {
-		wdir, _ = os.Getwd()
+		wdir = mustGetwd()
+	} else if !filepath.IsAbs(wdir) {
+		wdir = filepath.Join(mustGetwd(), wdir)
 	}
 	progAbs := o.Program
 	if !filepath.IsAbs(progAbs) {
@@ -348,8 +355,8 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 			l.stopAll(procs)
 			return 1
 		}
-		p := &rankProc{rank: r, host: table[r].Host, ended: make(chan struct{})}
 		local := listeners[r] != nil
+		p := &rankProc{rank: r, host: table[r].Host, remote: !local, ended: make(chan struct{})}
 		argv := rankArgv(o, star, local, table[r].Host, wdir, progAbs)
 		p.cmd = exec.Command(argv[0], argv[1:]...)
 		if local {
@@ -398,8 +405,10 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 // rankArgv returns the argv that starts one rank (SPEC §3). A local rank
 // runs `SELF rank [--modules M] PROGRAM.star ARGS...` (PROGRAM made
 // absolute: progAbs) or `PROGRAM ARGS...` directly; a remote one runs the
-// same command, with `--wdir DIR` and PROGRAM as given, through
+// same command, with `--wdir DIR` and the .star PROGRAM as given, through
 // `ssh -p 62222 -o BatchMode=yes HOST WORD...`, every word shell-quoted.
+// A remote executable PROGRAM given by a relative path is sent as progAbs:
+// ssh starts the command in the remote home, not in DIR.
 func rankArgv(o Options, star, local bool, host, wdir, progAbs string) []string {
 	var argv []string
 	if star {
@@ -416,7 +425,7 @@ func rankArgv(o Options, star, local bool, host, wdir, progAbs string) []string 
 		argv = append(argv, o.Args...)
 	} else {
 		prog := o.Program
-		if local {
+		if local || !filepath.IsAbs(prog) {
 			prog = progAbs
 		}
 		argv = append([]string{prog}, o.Args...)
@@ -515,9 +524,36 @@ func (l *launcher) ended(p *rankProc) {
 		l.sayLost(p.rank, fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal()))
 	case p.status != nil && p.status.Code == codes.PeerLost.String() && p.status.CauseRank >= 0:
 		l.sayLost(p.status.CauseRank, fmt.Sprintf("%s (seen by rank %d)", lossReason(p.status.Msg, p.status.CauseRank), p.rank))
+	case p.status == nil && p.remote && p.state.ExitCode() == sshFailed:
+		// ssh failed (no connection, a refused key) or the remote rank
+		// died without a word (ssh exits 255 for a command killed by a
+		// signal): the rank is lost, said once, whoever says it first.
+		l.sayLost(p.rank, sshReason(p))
 	case p.status == nil && !p.state.Success():
 		l.say("rank %d on %s ended with exit status %d and no status record", p.rank, p.host, p.state.ExitCode())
 	}
+}
+
+// sshFailed is the exit status of ssh for its own errors, and for a remote
+// command ended by a signal.
+const sshFailed = 255
+
+// sshReason says why a remote rank whose ssh ended with 255 is lost, with
+// the last line of its standard error (ssh's message, when ssh failed).
+func sshReason(p *rankProc) string {
+	var last string
+	for _, l := range strings.Split(string(p.stderr.Bytes()), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, runtime.StatusPrefix) {
+			last = l
+		}
+	}
+	if last == "" {
+		return fmt.Sprintf("ssh to %s ended with exit status %d before the rank's status record, with no message (the rank was killed, or the connection broke)", p.host, sshFailed)
+	}
+	if len(last) > 200 {
+		last = last[:200] + "…"
+	}
+	return fmt.Sprintf("ssh to %s ended with exit status %d before the rank's status record: %s", p.host, sshFailed, last)
 }
 
 // lossReason returns the why of an H1611 message, on one line: msg may be

@@ -530,7 +530,10 @@ func (c *Comm) removeEpochFiles(e uint64) {
 	os.Remove(dir) // only if empty
 }
 
-// prune keeps only epochs e and e-1 of this rank's files.
+// prune keeps only epochs e and e-1: an older epoch directory goes whole,
+// with any temporary file a crash left in it (a COMMIT or a written-back
+// file being stored when the process was killed). No rank needs an epoch
+// before e-1 once a COMMIT of e is stored.
 func (c *Comm) prune(e uint64) {
 	entries, err := os.ReadDir(c.ckpt.root)
 	if err != nil {
@@ -541,9 +544,7 @@ func (c *Comm) prune(e uint64) {
 		if err != nil || !d.IsDir() || n+1 >= e {
 			continue
 		}
-		c.removeEpochFiles(n)
-		os.Remove(filepath.Join(c.epochDir(n), commitName))
-		os.Remove(c.epochDir(n))
+		os.RemoveAll(c.epochDir(n))
 	}
 }
 
