@@ -34,7 +34,7 @@ type Comm struct {
 	mu       sync.Mutex
 	match    *matcher
 	open     map[any]struct{} // open operations (*SendOp, *RecvOp)
-	err      error          // why the communicator ended; set once, under mu
+	err      error            // why the communicator ended; set once, under mu
 	finished bool
 	dead     chan struct{} // closed when err is set
 

@@ -1,12 +1,8 @@
 package runtime
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 	"unsafe"
-
-	"sperli/codes"
 )
 
 // Type is an element type of SPEC §8.2. The numbers travel in call
@@ -157,12 +153,23 @@ var littleEndian = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(
 
 // Combine sets acc[i] = acc[i] op x[i] for every element. acc and x have the
 // same length, a whole number of elements; op fits t. On a little-endian
-// machine with aligned slices it works in place on the native words.
+// machine with aligned slices it works in place on the native words; else
+// it goes through aligned native copies.
 func Combine(t Type, op Op, acc, x []byte) {
-	if !littleEndian || !aligned(acc, t.Size()) || !aligned(x, t.Size()) {
-		combineSlow(t, op, acc, x)
+	n := t.Size()
+	if littleEndian && aligned(acc, n) && aligned(x, n) {
+		combineNative(t, op, acc, x)
 		return
 	}
+	a, b := alignedBytes(len(acc)), alignedBytes(len(x))
+	toNative(n, a, acc)
+	toNative(n, b, x)
+	combineNative(t, op, a, b)
+	toNative(n, acc, a)
+}
+
+// combineNative works on aligned slices of native words.
+func combineNative(t Type, op Op, acc, x []byte) {
 	switch t {
 	case Bytes:
 		bitwise(op, acc, x)
@@ -178,6 +185,21 @@ func Combine(t Type, op Op, acc, x []byte) {
 		combineFloat(op, native[float32](acc), native[float32](x))
 	case Float64:
 		combineFloat(op, native[float64](acc), native[float64](x))
+	}
+}
+
+// toNative copies little-endian elements of size n from src to dst in the
+// machine's order (a plain copy on a little-endian machine; the same
+// function turns native words back into little-endian).
+func toNative(n int, dst, src []byte) {
+	if littleEndian || n == 1 {
+		copy(dst, src)
+		return
+	}
+	for i := 0; i+n <= len(src); i += n {
+		for k := 0; k < n; k++ {
+			dst[i+k] = src[i+n-1-k]
+		}
 	}
 }
 
@@ -315,62 +337,3 @@ func normalise(t Type, b []byte) {
 		}
 	}
 }
-
-// combineSlow is Combine for big-endian machines and unaligned slices: it
-// decodes each element little-endian.
-func combineSlow(t Type, op Op, acc, x []byte) {
-	if t == Bytes {
-		bitwise(op, acc, x)
-		return
-	}
-	n := t.Size()
-	a := alignedBytes(n)
-	b := alignedBytes(n)
-	for i := 0; i+n <= len(acc); i += n {
-		toNative(t, a, acc[i:i+n])
-		toNative(t, b, x[i:i+n])
-		if littleEndian {
-			Combine(t, op, a, b)
-		} else {
-			combineOneBE(t, op, a, b)
-		}
-		fromNative(t, acc[i:i+n], a)
-	}
-}
-
-func toNative(t Type, dst, src []byte) {
-	if littleEndian {
-		copy(dst, src)
-		return
-	}
-	for i := range src {
-		dst[len(src)-1-i] = src[i]
-	}
-}
-
-func fromNative(t Type, dst, src []byte) { toNative(t, dst, src) }
-
-// combineOneBE combines one element on a big-endian machine, where a and b
-// hold native (big-endian) words.
-func combineOneBE(t Type, op Op, a, b []byte) {
-	switch t {
-	case Int32:
-		combineInt(op, native[int32](a), native[int32](b))
-	case Int64:
-		combineInt(op, native[int64](a), native[int64](b))
-	case Uint32:
-		combineInt(op, native[uint32](a), native[uint32](b))
-	case Uint64:
-		combineInt(op, native[uint64](a), native[uint64](b))
-	case Float32:
-		combineFloat(op, native[float32](a), native[float32](b))
-	case Float64:
-		combineFloat(op, native[float64](a), native[float64](b))
-	}
-}
-
-var (
-	_ = binary.LittleEndian
-	_ = math.NaN
-	_ = codes.Of
-)
