@@ -5,7 +5,7 @@ BIN      := bin
 SPERLI   := $(BIN)/sperli
 FUZZTIME ?= 10s
 
-.PHONY: all build run test race fuzz golden bench verify clean
+.PHONY: all build run test test-hosts race fuzz golden bench verify clean
 
 all: build
 
@@ -19,6 +19,13 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 20m ./...
+
+# The ssh tests across four test hosts (network namespaces, each with sshd
+# on port 62222; docs/hosts.md). They need root, openssh-server and
+# iproute2; without them they fail and say why, never pass unrun.
+test-hosts:
+	$(GO) vet -tags hosts ./tests/hosts/
+	$(GO) test -tags hosts -count=1 -timeout 10m ./tests/hosts/
 
 race:
 	$(GO) test -race ./runtime/ ./starlib/

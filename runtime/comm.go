@@ -50,6 +50,9 @@ type Comm struct {
 	staleDropped atomic.Int64 // frames of another incarnation dropped (for tests)
 
 	stopMon chan struct{}
+	// ctlGone is closed when the launcher's control channel ends; nil
+	// when the rank was not launched.
+	ctlGone chan struct{}
 	monDone chan struct{}
 	resched chan struct{} // wakes the monitor when a silence limit changed
 	closeMu sync.Once

@@ -78,6 +78,13 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 		return nil, codes.New(codes.JobMalformed, "job description: key does not match cert")
 	}
 	c := newComm(j)
+	// The control channel is watched from the start: a launcher that goes
+	// while the rank still joins (it was interrupted, another rank could
+	// not be started) ends the join at once, not at the join window's end.
+	if j.Launched && j.Control != nil {
+		c.ctlGone = make(chan struct{})
+		go func() { _, _ = io.Copy(io.Discard, j.Control); close(c.ctlGone) }()
+	}
 	if c.jobPub, err = pki.UnmarshalPublicKey(j.JobKey); err != nil {
 		return nil, err
 	}
@@ -138,6 +145,9 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 			failure = err
 		case <-ctx.Done():
 			failure = s.timeout(got)
+		case <-c.ctlGone:
+			failure = &codes.Error{Code: codes.JobEnded, Op: "join", Rank: -1, Msg: "the launcher is gone (end of the control channel)",
+				Cause: &codes.Cause{Kind: codes.CauseLauncher, Rank: -1, Code: codes.JobEnded}}
 		}
 	}
 	cancel()
@@ -195,8 +205,8 @@ func (s *joinState) timeout(got map[int]joined) error {
 // start launches the communicator's own goroutines.
 func (c *Comm) start() {
 	go c.monitor()
-	if c.job.Launched && c.job.Control != nil {
-		go c.watchControl(c.job.Control)
+	if c.ctlGone != nil {
+		go c.watchControl()
 	}
 }
 
@@ -516,8 +526,8 @@ func remoteAlert(err error) error {
 
 // watchControl reads the launcher's control channel until it ends. A rank
 // started by a launcher that loses it ends the job (SPEC §3).
-func (c *Comm) watchControl(r io.Reader) {
-	_, _ = io.Copy(io.Discard, r)
+func (c *Comm) watchControl() {
+	<-c.ctlGone
 	select {
 	case <-c.stopMon:
 		return
