@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sperli/tests/internal/testbin"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 
 func testMain(m *testing.M) int {
 	var err error
-	if root, err = moduleRoot(); err != nil {
+	if root, err = testbin.Root(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -55,13 +56,9 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	sperli, gosum = filepath.Join(dir, "sperli"), filepath.Join(dir, "gosum")
-	for _, b := range [][2]string{{sperli, "./cmd/sperli"}, {gosum, "./scripts/examples/gosum"}} {
-		cmd := exec.Command("go", "build", "-o", b[0], b[1])
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build -o %s %s: %v\n%s", b[0], b[1], err, out)
-			return 1
-		}
+	if err := testbin.Build(root, [][2]string{{sperli, "./cmd/sperli"}, {gosum, "./scripts/examples/gosum"}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	// The children see a cache of their own and none of the variables
 	// that change what a job does or prints.
@@ -78,22 +75,6 @@ func testMain(m *testing.M) int {
 }
 
 // moduleRoot walks up from the working directory to the directory of go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
 
 // result is how one process ended.
 type result struct {

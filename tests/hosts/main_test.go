@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sperli/tests/internal/testbin"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,7 +64,7 @@ func testMain(m *testing.M) int {
 			"and a kernel that lets root make network namespaces. Nothing was tested.\n", err)
 		return 1
 	}
-	if root, err = moduleRoot(); err != nil {
+	if root, err = testbin.Root(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -81,17 +82,13 @@ func testMain(m *testing.M) int {
 	// system, as the hosts of a cluster share the binary's path.
 	binDir = filepath.Join(dir, "bin")
 	sperli, gosum, hold = filepath.Join(binDir, "sperli"), filepath.Join(binDir, "gosum"), filepath.Join(binDir, "hold")
-	for _, b := range [][2]string{
+	if err := testbin.Build(root, [][2]string{
 		{sperli, "./cmd/sperli"},
 		{gosum, "./scripts/examples/gosum"},
 		{hold, "./tests/hosts/testdata/hold"},
-	} {
-		cmd := exec.Command("go", "build", "-o", b[0], b[1])
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build -o %s %s: %v\n%s", b[0], b[1], err, out)
-			return 1
-		}
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	sum = filepath.Join(root, "scripts", "examples", "sum.star")
 	stencil = filepath.Join(root, "scripts", "examples", "stencil.star")
@@ -155,23 +152,6 @@ func prerequisites() error {
 		return err
 	}
 	return nil
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // job is the place of one launch: an empty working directory (the ranks'

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sperli/tests/internal/testbin"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
 	var err error
-	if root, err = moduleRoot(); err != nil {
+	if root, err = testbin.Root(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -51,17 +52,13 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	sperli, killme, echo = filepath.Join(dir, "sperli"), filepath.Join(dir, "killme"), filepath.Join(dir, "echo")
-	for _, b := range [][2]string{
+	if err := testbin.Build(root, [][2]string{
 		{sperli, "./cmd/sperli"},
 		{killme, "./tests/launcher/testdata/killme"},
 		{echo, "./tests/launcher/testdata/echo"},
-	} {
-		cmd := exec.Command("go", "build", "-o", b[0], b[1])
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build -o %s %s: %v\n%s", b[0], b[1], err, out)
-			return 1
-		}
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	for _, kv := range os.Environ() {
 		switch k, _, _ := strings.Cut(kv, "="); k {
@@ -72,23 +69,6 @@ func testMain(m *testing.M) int {
 	}
 	baseEnv = append(baseEnv, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
 	return m.Run()
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // withEnv returns the test environment with kv ("K=V") set, replacing

@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"sperli/tests/internal/testbin"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,7 +49,7 @@ func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
 	var err error
-	if root, err = moduleRoot(); err != nil {
+	if root, err = testbin.Root(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -64,18 +65,14 @@ func testMain(m *testing.M) int {
 	}
 	binDir = dir
 	sperli, gostencil, recovery, strayProg = filepath.Join(dir, "sperli"), filepath.Join(dir, "gostencil"), filepath.Join(dir, "recovery"), filepath.Join(dir, "stray")
-	for _, b := range [][2]string{
+	if err := testbin.Build(root, [][2]string{
 		{sperli, "./cmd/sperli"},
 		{gostencil, "./tests/restart/testdata/gostencil"},
 		{recovery, "./tests/restart/testdata/recovery"},
 		{strayProg, "./tests/restart/testdata/stray"},
-	} {
-		cmd := exec.Command("go", "build", "-o", b[0], b[1])
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build -o %s %s: %v\n%s", b[0], b[1], err, out)
-			return 1
-		}
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	stencil = filepath.Join(root, "scripts", "examples", "stencil.star")
 	resumes = filepath.Join(root, "tests", "restart", "testdata", "resumes.star")
@@ -88,23 +85,6 @@ func testMain(m *testing.M) int {
 	}
 	baseEnv = append(baseEnv, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
 	return m.Run()
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // job is the place of one launch: an empty working directory that must
