@@ -59,13 +59,13 @@ type Point struct {
 
 // Report is the whole run.
 type Report struct {
-	Machine      string           `json:"machine"`
-	Pairs        []Pair           `json:"pairs"`
-	Sweep        []Point          `json:"sweep"`
-	AllreduceMS  float64          `json:"allreduce_16MB_3ranks_ms"`
-	JoinMS       map[string]float64 `json:"join_ms"`
-	EmptyRunMS   float64          `json:"empty_run_4ranks_ms"`
-	IdleRSSMiB   float64          `json:"idle_rank_rss_MiB"`
+	Machine     string             `json:"machine"`
+	Pairs       []Pair             `json:"pairs"`
+	Sweep       []Point            `json:"sweep"`
+	AllreduceMS float64            `json:"allreduce_16MB_3ranks_ms"`
+	JoinMS      map[string]float64 `json:"join_ms"`
+	EmptyRunMS  float64            `json:"empty_run_4ranks_ms"`
+	IdleRSSMiB  float64            `json:"idle_rank_rss_MiB"`
 }
 
 type kind string

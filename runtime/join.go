@@ -231,7 +231,8 @@ func (s *joinState) listener() (net.Listener, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("rank %d cannot listen at %s: %w", j.Rank, addr, err)
+		// No peer can reach this rank: the join cannot succeed (H1610).
+		return nil, codes.Wrap(codes.Unreachable, err, "rank %d cannot listen at %s: %v", j.Rank, addr, err)
 	}
 	return ln, nil
 }

@@ -1,0 +1,603 @@
+// Command libsperli_go is the Go half of libsperli, the C library of SPEC
+// §12. It is built with
+//
+//	go build -buildmode=c-archive ./libsperli/go
+//
+// (scripts/libsperli/build.sh does it) and is never called by programs
+// directly: its exported functions, all named sperligo_*, are called only by
+// libsperli/src/sperli.c, which has already checked every argument, holds
+// the one-call-at-a-time flag, and keeps the table of operation handles. So
+// this layer needs no locks: at most one of its functions runs at a time.
+//
+// Promises this layer keeps, and checks:
+//
+//   - No Go panic crosses into C: every export recovers, and a panic or any
+//     other broken promise of the library ends the process with abort(3)
+//     after one line on standard error.
+//   - A C buffer handed to sperli_send is read only during the call: the
+//     message goes to the connection from the caller's memory (no copy) and
+//     the call returns when it is written; when the job ended during the
+//     call, the communicator is closed before the call returns, so that no
+//     goroutine reads the buffer later. start_send and sends to this rank
+//     itself copy (the runtime keeps those bytes after the call).
+//   - Results (recv, collectives, resume) are Go memory kept in the session
+//     until the next call that makes data; sperli_result copies them out.
+//   - Calls that wait (join, recv, finish_send and finish_recv, the
+//     collectives, finish, checkpoint, resume) run on one worker goroutine,
+//     not on the C thread, which waits in C (wait.c): a C thread that calls
+//     into Go is locked to its goroutine, and a locked goroutine that parks
+//     costs every message two thread wake-ups instead of one. Sends, which
+//     write to the connection directly, run on the C thread.
+//   - The runtime's H1616 and H1617 become negative codes: H1617 (a peer
+//     that has finished) is SPERLI_E_FINISHED; H1616 cannot happen after
+//     sperli.c's checks, so it is a broken promise.
+package main
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "wait.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"sperli/codes"
+	"sperli/runtime"
+)
+
+func main() {}
+
+// eFinished is SPERLI_E_FINISHED of sperli.h, the one negative code this
+// layer makes (from the runtime's H1617).
+const eFinished = -12
+
+// session is the open session: one per process.
+type session struct {
+	c      *runtime.Comm
+	result []byte // the kept result of the last call that made data
+	ops    []any  // open operations by slot index (sperli.c's table)
+}
+
+var (
+	sess     *session
+	lastErr  error        // the error of the last positive (or Go-made negative) code
+	lastCode C.int        // its code
+	lastJob  *runtime.Job // the last description read, for sperli_exit without a session
+	ended    error        // how the last session ended when that is an error (abort)
+	watched  bool         // standard input is a launched session's control channel
+	ctx      = context.Background()
+)
+
+// The worker goroutine runs the calls that wait. Between calls it sleeps
+// in a read of a pipe, so that a call wakes it through the netpoller: the
+// thread woken takes a free P and runs the call at once. (A channel would
+// put the worker on the run queue of the P the C thread keeps while it is
+// back in C, where it waits until sysmon takes that P away: up to
+// milliseconds.) Spinning here between calls, even 20 µs, made round trips
+// slower on two cores: it takes the processor the peer needs. The C side
+// holds the one-call-at-a-time flag until the call is done, so there is at
+// most one call pending.
+var (
+	pending      atomic.Pointer[func()]
+	sleeping     atomic.Bool // the worker sleeps in the pipe: a call must write to it
+	wakeR, wakeW *os.File
+	direct       = os.Getenv("SPERLI_WORKER") == "0" // diagnostics: run every call on the C thread
+)
+
+func init() {
+	if direct {
+		return
+	}
+	var err error
+	if wakeR, wakeW, err = os.Pipe(); err != nil {
+		panic("libsperli: no pipe for the worker: " + err.Error()) // at load: nothing to do but fail
+	}
+	go worker()
+}
+
+func worker() {
+	defer guard()
+	var b [1]byte
+	for {
+		f := pending.Swap(nil)
+		if f == nil {
+			sleeping.Store(true)
+			if f = pending.Swap(nil); f == nil {
+				if _, err := wakeR.Read(b[:]); err != nil {
+					broken("the worker's pipe: " + err.Error())
+				}
+				f = pending.Swap(nil) // nil for a byte written for a call taken already
+			}
+			sleeping.Store(false)
+		}
+		if f != nil {
+			(*f)()
+		}
+	}
+}
+
+// async runs f on the worker and returns at once; the C caller waits in
+// sperligo_wait(d) for f's code. Every pointer f uses is the C caller's and
+// stays valid while it waits.
+func async(d *C.sperligo_done, f func() C.int) {
+	call := func() {
+		defer guard()
+		d.rc = f()
+		C.sperligo_wake(d)
+	}
+	if direct {
+		call()
+		return
+	}
+	if !pending.CompareAndSwap(nil, &call) {
+		broken("a call reached the worker while another was pending")
+	}
+	if sleeping.CompareAndSwap(true, false) {
+		if _, err := wakeW.Write([]byte{1}); err != nil {
+			broken("the worker's pipe: " + err.Error())
+		}
+	}
+}
+
+// guard turns a panic into the broken-promise exit. Every export defers it.
+func guard() {
+	if r := recover(); r != nil {
+		broken(fmt.Sprintf("panic: %v\n%s", r, debug.Stack()))
+	}
+}
+
+// broken ends the process: a promise of the library itself is broken.
+func broken(why string) {
+	fmt.Fprintf(os.Stderr, "libsperli: broken promise, aborting: %s\n", why)
+	C.abort()
+}
+
+// code records err and returns the C code for it (0 for nil).
+func code(err error) C.int {
+	if err == nil {
+		return 0
+	}
+	if codes.As(err) == nil {
+		err = settle(err)
+	}
+	e := codes.As(err)
+	var rc C.int
+	switch {
+	case e.Code == codes.OutOfRange:
+		broken("the runtime refused an argument sperli.c had checked: " + err.Error())
+	case e.Code == codes.Finished:
+		rc = eFinished
+	case e.Code.Valid():
+		rc = C.int(e.Code)
+	default:
+		broken("the runtime returned an unknown code: " + err.Error())
+	}
+	lastErr, lastCode = err, rc
+	return rc
+}
+
+// settle turns an error without a code into the code of the job's end. A
+// write can fail (the connection broke) a moment before the runtime has
+// declared the loss; the loss follows at once when the reader sees the
+// broken connection, or at the latest after the silence limit. If it does
+// not come, the job is failed with H1611 here.
+func settle(err error) error {
+	if sess == nil {
+		broken("the runtime returned an error without a code: " + err.Error())
+	}
+	c := sess.c
+	wait := time.Duration(runtime.DefaultSilenceMS+1000) * time.Millisecond
+	if ms := c.Job().SilenceMS; ms > 0 {
+		wait = time.Duration(ms+1000) * time.Millisecond
+	}
+	for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		if e := c.Heartbeat(); codes.As(e) != nil {
+			return e
+		}
+	}
+	e := codes.Wrap(codes.PeerLost, err, "connection failed: %v", err)
+	c.Fail(e)
+	return e
+}
+
+// cbytes is n bytes of C memory at p as a slice, without a copy; nil for
+// none. The runtime must not keep it after the call.
+func cbytes(p unsafe.Pointer, n C.size_t) []byte {
+	if n == 0 || p == nil {
+		return nil
+	}
+	return unsafe.Slice((*byte)(p), int(n))
+}
+
+// collData is cbytes for a collective's data. Data over the limit is shown
+// to the runtime as one byte over it: the runtime voids the call (H1618)
+// from the length alone and reads none of it, and the cap keeps
+// unsafe.Slice within its bounds for any size_t.
+func collData(p unsafe.Pointer, n C.size_t) []byte {
+	if n > runtime.MaxCollective {
+		n = runtime.MaxCollective + 1
+	}
+	return cbytes(p, n)
+}
+
+func need() *session {
+	if sess == nil {
+		broken("a call without a session reached the Go layer")
+	}
+	return sess
+}
+
+// keep stores a call's result and tells its length.
+func (s *session) keep(b []byte, err error, outlen *C.size_t) C.int {
+	if err != nil {
+		s.result = nil
+		*outlen = 0
+		return code(err)
+	}
+	s.result = b
+	*outlen = C.size_t(len(b))
+	return 0
+}
+
+func info(c *runtime.Comm, rank, size *C.int, inc *C.uint32_t, job *C.char) {
+	*rank = C.int(c.Rank())
+	*size = C.int(c.Size())
+	*inc = C.uint32_t(c.Incarnation())
+	id := c.JobID()
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(job)), 33)
+	n := copy(dst[:32], id)
+	dst[n] = 0
+}
+
+//export sperligo_init
+func sperligo_init(line *C.char, n C.size_t, fromStdin C.int, rank, size *C.int, inc *C.uint32_t, job *C.char, d *C.sperligo_done) {
+	defer guard()
+	var b []byte
+	if fromStdin == 0 {
+		b = C.GoBytes(unsafe.Pointer(line), C.int(n))
+	}
+	async(d, func() C.int { return initJob(b, fromStdin != 0, rank, size, inc, job) })
+}
+
+func initJob(line []byte, fromStdin bool, rank, size *C.int, inc *C.uint32_t, job *C.char) C.int {
+	if sess != nil {
+		broken("init with a session open reached the Go layer")
+	}
+	ended = nil
+	var j *runtime.Job
+	var err error
+	if fromStdin {
+		if watched {
+			// The runtime's watcher of the earlier session reads standard
+			// input until its end: there is no description line left.
+			return code(codes.New(codes.JobMalformed, "job description missing: standard input is the launcher's control channel of an earlier session"))
+		}
+		j, err = runtime.ReadJob(os.Stdin)
+	} else {
+		j, err = runtime.ParseJob(line)
+		if err == nil && j.Launched {
+			// The rest of standard input is the launcher's control channel
+			// (SPEC §3): the program read the first line itself.
+			j.Control = os.Stdin
+		}
+	}
+	if err != nil {
+		return code(err)
+	}
+	lastJob = j
+	c, err := runtime.Init(ctx, j)
+	if err != nil {
+		if codes.As(err) == nil {
+			// The runtime's own listen failure carries no code; errors.md
+			// gives it H1610.
+			err = codes.Wrap(codes.Unreachable, err, "%v", err)
+		}
+		return code(err)
+	}
+	sess = &session{c: c}
+	if j.Launched && j.Control == os.Stdin {
+		watched = true
+	}
+	info(c, rank, size, inc, job)
+	return 0
+}
+
+//export sperligo_send
+func sperligo_send(dest, tag C.int, data unsafe.Pointer, n C.size_t) C.int {
+	defer guard()
+	s := need()
+	b := cbytes(data, n)
+	if int(dest) == s.c.Rank() {
+		b = append([]byte(nil), b...) // the runtime keeps a message to itself
+	}
+	rc := code(s.c.Send(ctx, int(dest), int(tag), b))
+	if rc != 0 && rc != eFinished {
+		// The job has ended: a frame of this message may still wait in a
+		// queue. Closing stops the writers, so nothing reads the caller's
+		// buffer after this call returns.
+		s.c.Close()
+	}
+	return rc
+}
+
+//export sperligo_recv
+func sperligo_recv(src, tag C.int, outlen *C.size_t, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	async(d, func() C.int {
+		b, err := s.c.Recv(ctx, int(src), int(tag))
+		return s.keep(b, err, outlen)
+	})
+}
+
+func (s *session) put(slot C.int, op any) {
+	i := int(slot)
+	for len(s.ops) <= i {
+		s.ops = append(s.ops, nil)
+	}
+	if s.ops[i] != nil {
+		broken(fmt.Sprintf("operation slot %d is taken", i))
+	}
+	s.ops[i] = op
+}
+
+func (s *session) take(slot C.int) any {
+	i := int(slot)
+	if i < 0 || i >= len(s.ops) || s.ops[i] == nil {
+		broken(fmt.Sprintf("operation slot %d is empty", i))
+	}
+	op := s.ops[i]
+	s.ops[i] = nil
+	return op
+}
+
+//export sperligo_start_send
+func sperligo_start_send(slot, dest, tag C.int, data unsafe.Pointer, n C.size_t) C.int {
+	defer guard()
+	s := need()
+	b := append([]byte(nil), cbytes(data, n)...) // kept until written
+	op, err := s.c.StartSend(int(dest), int(tag), b)
+	if err != nil {
+		return code(err)
+	}
+	s.put(slot, op)
+	return 0
+}
+
+//export sperligo_finish_send
+func sperligo_finish_send(slot C.int, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	op, ok := s.take(slot).(*runtime.SendOp)
+	if !ok {
+		broken("finish_send of an operation that is no send")
+	}
+	async(d, func() C.int { return code(s.c.FinishSend(ctx, op)) })
+}
+
+//export sperligo_start_recv
+func sperligo_start_recv(slot, src, tag C.int) C.int {
+	defer guard()
+	s := need()
+	op, err := s.c.StartRecv(int(src), int(tag))
+	if err != nil {
+		return code(err)
+	}
+	s.put(slot, op)
+	return 0
+}
+
+//export sperligo_finish_recv
+func sperligo_finish_recv(slot C.int, outlen *C.size_t, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	op, ok := s.take(slot).(*runtime.RecvOp)
+	if !ok {
+		broken("finish_recv of an operation that is no receive")
+	}
+	async(d, func() C.int {
+		b, err := s.c.FinishRecv(ctx, op)
+		return s.keep(b, err, outlen)
+	})
+}
+
+//export sperligo_barrier
+func sperligo_barrier(d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	async(d, func() C.int { return code(s.c.Barrier(ctx)) })
+}
+
+//export sperligo_bcast
+func sperligo_bcast(root C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	async(d, func() C.int {
+		b, err := s.c.Bcast(ctx, int(root), collData(data, n))
+		return s.keep(b, err, outlen)
+	})
+}
+
+//export sperligo_reduce
+func sperligo_reduce(root, typ, op C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	async(d, func() C.int {
+		b, err := s.c.Reduce(ctx, int(root), runtime.Type(typ), runtime.Op(op), collData(data, n))
+		return s.keep(b, err, outlen)
+	})
+}
+
+//export sperligo_allreduce
+func sperligo_allreduce(typ, op C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	async(d, func() C.int {
+		b, err := s.c.Allreduce(ctx, runtime.Type(typ), runtime.Op(op), collData(data, n))
+		return s.keep(b, err, outlen)
+	})
+}
+
+//export sperligo_gather
+func sperligo_gather(root C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	async(d, func() C.int {
+		b, err := s.c.Gather(ctx, int(root), collData(data, n))
+		return s.keep(b, err, outlen)
+	})
+}
+
+//export sperligo_scatter
+func sperligo_scatter(root C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	async(d, func() C.int {
+		b, err := s.c.Scatter(ctx, int(root), collData(data, n))
+		return s.keep(b, err, outlen)
+	})
+}
+
+//export sperligo_set_silence
+func sperligo_set_silence(ms C.int) C.int {
+	defer guard()
+	return code(need().c.SetSilence(int(ms)))
+}
+
+//export sperligo_heartbeat
+func sperligo_heartbeat() C.int {
+	defer guard()
+	return code(need().c.Heartbeat())
+}
+
+//export sperligo_abort
+func sperligo_abort() C.int {
+	defer guard()
+	s := need()
+	err := s.c.Abort()
+	sess = nil
+	ended = codes.New(codes.Finished, "the communicator was aborted")
+	return code(err)
+}
+
+//export sperligo_finish
+func sperligo_finish(d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	async(d, func() C.int {
+		err := s.c.Finish()
+		sess = nil
+		return code(err)
+	})
+}
+
+//export sperligo_use_checkpoints
+func sperligo_use_checkpoints(dir *C.char) C.int {
+	defer guard()
+	return code(need().c.UseCheckpoints(C.GoString(dir)))
+}
+
+//export sperligo_checkpoint
+func sperligo_checkpoint(data unsafe.Pointer, n C.size_t, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	// Checkpoint copies the state into its file before it returns and
+	// keeps nothing of it.
+	async(d, func() C.int { return code(s.c.Checkpoint(ctx, cbytes(data, n))) })
+}
+
+//export sperligo_resume
+func sperligo_resume(found *C.int, outlen *C.size_t, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	async(d, func() C.int {
+		b, ok, err := s.c.Resume(ctx)
+		*found = 0
+		if err == nil && ok {
+			*found = 1
+		}
+		return s.keep(b, err, outlen)
+	})
+}
+
+//export sperligo_result
+func sperligo_result(buf unsafe.Pointer, n C.size_t) C.int {
+	defer guard()
+	s := need()
+	if int(n) != len(s.result) {
+		broken(fmt.Sprintf("result of %d bytes copied as %d", len(s.result), n))
+	}
+	if n > 0 {
+		copy(unsafe.Slice((*byte)(buf), int(n)), s.result)
+	}
+	return 0
+}
+
+// sperligo_error copies the text of the last error this layer returned
+// into buf (cap bytes, NUL-terminated, cut if need be) and returns the
+// length of the whole text.
+//
+//export sperligo_error
+func sperligo_error(buf *C.char, cap C.size_t) C.size_t {
+	defer guard()
+	msg := ""
+	if lastErr != nil {
+		msg = lastErr.Error()
+	}
+	if cap > 0 {
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(cap))
+		k := copy(dst[:cap-1], msg)
+		dst[k] = 0
+	}
+	return C.size_t(len(msg))
+}
+
+// sperligo_exit ends the program's use of the library like runtime.Exit:
+// code 0 finishes the session; another code fails it (its peers learn the
+// cause). err is msg when sperli.c gives one (the text of a negative code
+// it made), else the error of the last call when code is its code, else a
+// text naming the code. It
+// writes the status record when the job was started by a launcher (or no
+// job description was read) and returns the exit status.
+//
+//export sperligo_exit
+func sperligo_exit(rc C.int, msg *C.char) C.int {
+	defer guard()
+	var err error
+	switch {
+	case rc == 0:
+	case msg != nil:
+		err = errors.New(C.GoString(msg))
+	case lastErr != nil && lastCode == rc:
+		err = lastErr
+	case rc >= 1601 && rc <= 1625:
+		err = codes.New(codes.Code(rc), "the program ended with this code")
+	default:
+		err = fmt.Errorf("libsperli: the program ended with code %d", int(rc))
+	}
+	if sess != nil {
+		st := runtime.Exit(sess.c, err)
+		sess = nil
+		return C.int(st)
+	}
+	if err == nil {
+		err = ended
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	if lastJob == nil || lastJob.Launched {
+		runtime.WriteStatus(os.Stderr, err)
+	}
+	return C.int(runtime.ExitStatus(err))
+}

@@ -1,0 +1,753 @@
+/*
+ * sperli.h — libsperli, the C library of Sperli (SPEC §12).
+ *
+ * A C program (or Fortran, Rust, Python's ctypes… through C) joins a Sperli
+ * job as a rank like any other: the same wire, the same mutual TLS 1.3, the
+ * same certificates and join tokens as the Go and Starlark ranks, because
+ * the library *is* the Go runtime (runtime/), built as a C archive, with a C
+ * layer (sperli.c) in front that checks every argument.
+ *
+ * Build and link (docs/c.md has more):
+ *
+ *     sh scripts/libsperli/build.sh       # writes libsperli/c/<target>/
+ *     cc -I libsperli/c/linux prog.c libsperli/c/linux/libsperli.a -lpthread -o prog
+ *     sperli run -n 3 ./prog              # or: ./prog < rank-1.job
+ *
+ * Link flags by target: linux needs -lpthread and nothing else (no -ldl,
+ * -lm or -lresolv: TLS, the certificates and the job key are inside the
+ * archive; with glibc 2.34 or later -lpthread is even empty, but keep it).
+ * Not checked on a machine here: freebsd and openbsd should need -lpthread
+ * only, darwin "-framework CoreFoundation -framework Security" as well (what
+ * the Go TLS stack links on macOS).
+ *
+ * ---------------------------------------------------------------------------
+ * The model
+ *
+ * - A program reads its job description, the first line of its standard
+ *   input, and joins with sperli_init (it read the line itself) or
+ *   sperli_init_stdin (the library reads it). The rest of standard input is
+ *   the launcher's control channel: the library watches it, the program must
+ *   not read standard input.
+ * - The session is a number (sperli_t), not a pointer. A process holds one
+ *   session at a time. sperli_finish, sperli_abort and sperli_exit end it;
+ *   its handle is then no longer valid (SPERLI_E_HANDLE), and a new
+ *   sperli_init may open another session (with another handle).
+ * - One call at a time: a function called while another function of the
+ *   library runs (in another thread) returns SPERLI_E_BUSY at once and does
+ *   nothing. Only sperli_strerror may be called at any time.
+ * - Calls that wait (init, recv, finish_send, finish_recv, the collectives,
+ *   finish, checkpoint, resume) run on the library's own thread; the
+ *   calling thread waits, spinning first for up to SPERLI_SPIN_US
+ *   microseconds (environment; default 1000, 0 never spins) while yielding
+ *   the processor, then sleeping. The library uses the Go runtime's
+ *   threads; it is not usable in the child of a fork(2).
+ * - Every function returns a code (int): 0 when it did what it says, a
+ *   negative SPERLI_E_* code for a mistake of the caller — then it did
+ *   nothing at all: no byte was sent, the job goes on, every out argument is
+ *   untouched unless its text says otherwise, and the same call with right
+ *   arguments may follow — or 1601 … 1625, the number of a refusal Hnnnn of
+ *   the job (SPEC §13, docs/errors.md; sperli_strerror gives its text,
+ *   sperli_last_error the message of the last one).
+ * - A wrong argument never ends the process. Only a broken promise of the
+ *   library itself ends it, with abort(3) after one line on standard error
+ *   ("libsperli: broken promise, aborting: …"). No Go panic crosses into C.
+ * - Calls that make data (recv, finish_recv, bcast, reduce, allreduce,
+ *   gather, scatter, resume) keep their result in the session and tell its
+ *   length; sperli_result copies it out. The result stays until the next
+ *   call that makes data, or the end of the session; a call that makes data
+ *   and answers a code leaves an empty result (a negative code: the earlier
+ *   result, untouched).
+ * - Buffers given to the library are only read during the call: when a call
+ *   returns, the buffer is the caller's again (sperli_start_send copies).
+ * - Once the job has ended (a rank was lost, another rank ended it, this
+ *   rank saw a mismatch), every call that uses the job answers the code it
+ *   ended with: H1608 or H1609 (a peer sent a bad frame), H1611 (this rank
+ *   saw a peer lost), H1612 (another rank ended the job), H1613 (this rank
+ *   saw a collective mismatch). End with sperli_exit, which turns it into
+ *   the exit status (75 for a loss, else 1).
+ *
+ * Codes common to all functions below, not repeated in each: SPERLI_E_BUSY
+ * (checked first), SPERLI_E_HANDLE (checked next, for every function that
+ * takes a session), and the job's end codes just listed (for every function
+ * that uses the job). Arguments are checked in the order they are listed;
+ * the first wrong one gives the code.
+ */
+#ifndef SPERLI_H
+#define SPERLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPERLI_VERSION 1
+
+/* A session: the program's place in a joined job. Valid handles are > 0. */
+typedef int sperli_t;
+
+/* SPERLI_NONE: no session (for sperli_exit when init failed or the session
+ * was ended by sperli_finish or sperli_abort). */
+#define SPERLI_NONE 0
+
+/* An open send or receive (sperli_start_send, sperli_start_recv). Valid
+ * handles are > 0; each is finished exactly once. */
+typedef int64_t sperli_op;
+
+/* ------------------------------------------------------------------------
+ * Codes. Stable: numbers are never reused and only appended. The same table
+ * is in docs/errors.md and docs/c.md.
+ */
+#define SPERLI_OK 0
+
+/* A pointer argument that must point somewhere is NULL. */
+#define SPERLI_E_NULL (-1)
+/* A length outside its range: a message over SPERLI_MAX_MESSAGE bytes, a
+ * job description line over SPERLI_MAX_JOB_LINE bytes, or a buffer shorter
+ * than what it must hold (sperli_result, sperli_last_error: the length
+ * needed is told; sperli_job: 33 bytes needed). */
+#define SPERLI_E_LENGTH (-2)
+/* A rank of a point-to-point call outside the job: not 0 … size-1.
+ * (A collective's root outside the job is no negative code: it is H1618 on
+ * every rank, SPEC §8.3.) */
+#define SPERLI_E_RANK (-3)
+/* A tag outside 0 … SPERLI_MAX_TAG (2,147,483,647). */
+#define SPERLI_E_TAG (-4)
+/* An element type that is none of SPERLI_BYTES … SPERLI_FLOAT64. */
+#define SPERLI_E_TYPE (-5)
+/* A reduction that is none of SPERLI_SUM … SPERLI_BXOR. (A known reduction
+ * that does not fit the type, band on float64, is H1618 on every rank.) */
+#define SPERLI_E_OP (-6)
+/* A count outside its range: the milliseconds of sperli_set_silence, which
+ * must be SPERLI_MIN_SILENCE_MS … SPERLI_MAX_SILENCE_MS. */
+#define SPERLI_E_COUNT (-7)
+/* A session handle that is not the open session: never given by
+ * sperli_init, made up, or of a session ended by sperli_finish,
+ * sperli_abort or sperli_exit. */
+#define SPERLI_E_HANDLE (-8)
+/* A path that cannot be one: longer than SPERLI_MAX_PATH bytes. */
+#define SPERLI_E_PATH (-9)
+/* Another call of the library is running (in another thread). Nothing was
+ * done; call again when it has returned. */
+#define SPERLI_E_BUSY (-10)
+/* An operation handle that is not an open operation of this session of the
+ * kind the function finishes: finished already, a receive given to
+ * sperli_finish_send (or a send to sperli_finish_recv), of an ended
+ * session, or made up. (H1617 in Go and Starlark.) */
+#define SPERLI_E_OPERATION (-11)
+/* The rank named has finished (said bye): a send to it, or a receive from
+ * it with no message kept, can never complete. The job goes on. (H1617 in
+ * Go and Starlark.) */
+#define SPERLI_E_FINISHED (-12)
+/* sperli_finish while operations are still open: finish them first (or
+ * end with sperli_abort or sperli_exit). (H1617 in Go and Starlark.) */
+#define SPERLI_E_OPEN (-13)
+/* sperli_init while a session is open: a process holds one session. */
+#define SPERLI_E_SESSION (-14)
+
+/* Refusals of the job: the code is the number of Hnnnn (SPEC §13). */
+#define SPERLI_H1601 1601 /* peer certificate refused: none, another CA, wrong name or address, not TLS 1.3 */
+#define SPERLI_H1602 1602 /* hello missing or malformed */
+#define SPERLI_H1603 1603 /* token signature does not verify */
+#define SPERLI_H1604 1604 /* token expired */
+#define SPERLI_H1605 1605 /* token of another job */
+#define SPERLI_H1606 1606 /* token of another rank */
+#define SPERLI_H1607 1607 /* token's size, incarnation or host does not match */
+#define SPERLI_H1608 1608 /* frame payload over 16 MiB */
+#define SPERLI_H1609 1609 /* frame header malformed, or from the wrong source */
+#define SPERLI_H1610 1610 /* peer not reachable within the dial window (30 s) */
+#define SPERLI_H1611 1611 /* peer lost: silence limit passed, or connection broke without bye */
+#define SPERLI_H1612 1612 /* job ended by another rank (its abort, loss or error) */
+#define SPERLI_H1613 1613 /* collective does not match across ranks */
+#define SPERLI_H1614 1614 /* host refused (refused, reserved or denied name) */
+#define SPERLI_H1615 1615 /* job description missing or malformed */
+/* 1616 and 1617 are negative codes in C (E_RANK, E_TAG, E_LENGTH, E_COUNT;
+ * E_HANDLE, E_OPERATION, E_FINISHED, E_OPEN): no C function returns them. */
+#define SPERLI_H1618 1618 /* wrong collective call (every rank returns it; the job goes on) */
+#define SPERLI_H1619 1619 /* no usable checkpoint epoch */
+#define SPERLI_H1620 1620 /* COMMIT signature does not verify */
+#define SPERLI_H1621 1621 /* checkpoint state damaged and no good buddy copy */
+#define SPERLI_H1622 1622 /* checkpoint header does not match the COMMIT or the job */
+#define SPERLI_H1623 1623 /* resume with another job size */
+#define SPERLI_H1624 1624 /* checkpoint while a send or receive is open */
+#define SPERLI_H1625 1625 /* checkpoint storage failed (write, sync, rename, space) */
+
+/* ------------------------------------------------------------------------
+ * Limits (SPEC §6, §7, §8.3).
+ */
+#define SPERLI_MAX_TAG 2147483647
+#define SPERLI_MAX_MESSAGE 16777216   /* bytes of one message */
+#define SPERLI_MAX_COLLECTIVE 16777200 /* bytes one rank gives one collective */
+#define SPERLI_MIN_SILENCE_MS 100
+#define SPERLI_MAX_SILENCE_MS 86400000
+#define SPERLI_MAX_JOB_LINE 1048576 /* bytes of a job description line */
+#define SPERLI_MAX_PATH 4095        /* bytes of a checkpoint directory path */
+#define SPERLI_JOB_ID_LEN 32        /* hex digits of a job id */
+
+/* Element types of collective data (SPEC §8.2): little-endian elements.
+ * The numbers are those of the wire. */
+enum sperli_type {
+    SPERLI_BYTES = 1,
+    SPERLI_INT32 = 2,
+    SPERLI_INT64 = 3,
+    SPERLI_UINT32 = 4,
+    SPERLI_UINT64 = 5,
+    SPERLI_FLOAT32 = 6,
+    SPERLI_FLOAT64 = 7
+};
+
+/* Reductions (SPEC §8.2):
+ *   sum, prod, min, max  on int32 int64 uint32 uint64 float32 float64
+ *   land, lor, lxor      on int32 int64 uint32 uint64 (non-zero is true; result 0 or 1)
+ *   band, bor, bxor      on bytes int32 int64 uint32 uint64
+ * Whole numbers wrap around; the reduction runs in rank order
+ * ((r0 ∘ r1) ∘ r2) …; min and max of a NaN give NaN. */
+enum sperli_reduction {
+    SPERLI_SUM = 1,
+    SPERLI_PROD = 2,
+    SPERLI_MIN = 3,
+    SPERLI_MAX = 4,
+    SPERLI_LAND = 5,
+    SPERLI_LOR = 6,
+    SPERLI_LXOR = 7,
+    SPERLI_BAND = 8,
+    SPERLI_BOR = 9,
+    SPERLI_BXOR = 10
+};
+
+/* ------------------------------------------------------------------------
+ * Joining
+ */
+
+/*
+ * sperli_init — join the job of a job description line.
+ *
+ * line     the job description: one line of JSON, NUL-terminated, with or
+ *          without its line end ("\n" or "\r\n"), as the first line of a
+ *          rank's standard input holds it (read it with fgets into a buffer
+ *          of SPERLI_MAX_JOB_LINE + 2 bytes, or read(2) byte by byte). It
+ *          holds this rank's private key: keep it secret, clear it after.
+ * session  where the session handle is written (only on success).
+ *
+ * It checks the description (and its host table against the refused names
+ * of SPEC §4.4, with this process's SPERLI_REFUSED_HOSTS), listens for every
+ * lower rank, dials every higher one, checks every peer's certificate and
+ * token, and returns when every peer has joined — or when the join window
+ * (30 s unless the description says otherwise) has ended.
+ *
+ * Returns
+ *   0                   joined; *session is the new handle
+ *   SPERLI_E_NULL       line or session is NULL
+ *   SPERLI_E_LENGTH     line is longer than SPERLI_MAX_JOB_LINE bytes
+ *   SPERLI_E_SESSION    a session is open in this process
+ *   1615                the description is empty, not one JSON object, or
+ *                       a field is wrong (its key, certificate, listen_fd…)
+ *   1614                its host table names a refused host
+ *   1601, 1603 … 1607   this rank was refused by a peer with that code
+ *                       (certificate, token signature, expiry, job, rank,
+ *                       size/incarnation/host), or, when the window ended,
+ *                       the last refusal this rank gave a peer that never
+ *                       came right (also 1602, 1608, 1609)
+ *   1610                a peer was not reachable within the join window, or
+ *                       this rank cannot listen at its address
+ */
+int sperli_init(const char *line, sperli_t *session);
+
+/*
+ * sperli_init_stdin — read the job description from the first line of
+ * standard input (file descriptor 0, byte by byte, nothing past the line
+ * end) and join, as sperli_init does. Do not use stdio on stdin before it.
+ *
+ * session  where the session handle is written (only on success).
+ *
+ * Returns the codes of sperli_init, except SPERLI_E_LENGTH: a line over
+ * SPERLI_MAX_JOB_LINE bytes or an empty standard input is 1615.
+ */
+int sperli_init_stdin(sperli_t *session);
+
+/*
+ * sperli_rank, sperli_size — this rank's number (0 … size-1) and the number
+ * of ranks in the job.
+ *
+ * session  the open session.
+ * rank     where the rank is written.   size  where the size is written.
+ *
+ * Returns 0, SPERLI_E_NULL (rank or size is NULL).
+ */
+int sperli_rank(sperli_t session, int *rank);
+int sperli_size(sperli_t session, int *size);
+
+/*
+ * sperli_job — the job's id: SPERLI_JOB_ID_LEN (32) hex digits and a NUL.
+ *
+ * session  the open session.
+ * buf      where the id is written; cap  its size in bytes, at least 33.
+ *
+ * Returns 0, SPERLI_E_NULL (buf is NULL), SPERLI_E_LENGTH (cap < 33).
+ */
+int sperli_job(sperli_t session, char *buf, size_t cap);
+
+/*
+ * sperli_incarnation — the job's incarnation: 0, one more at each restart.
+ *
+ * session  the open session.
+ * inc      where the incarnation is written.
+ *
+ * Returns 0, SPERLI_E_NULL (inc is NULL).
+ */
+int sperli_incarnation(sperli_t session, uint32_t *inc);
+
+/* ------------------------------------------------------------------------
+ * Point-to-point (SPEC §6)
+ */
+
+/*
+ * sperli_send — send len bytes at data to rank dest with tag.
+ *
+ * It returns when the message is handed to the connection; it may block
+ * while the receiver's buffer for this rank is full (64 MiB; docs/design.md
+ * "Flow control"). The message is read from data during the call only (no
+ * copy); afterwards the buffer is the caller's. Sending to this rank itself
+ * works (a receive of it gets the message).
+ *
+ * session  the open session.
+ * dest     the receiving rank, 0 … size-1.
+ * tag      0 … SPERLI_MAX_TAG.
+ * data     the message; may be NULL when len is 0.
+ * len      its length in bytes, 0 … SPERLI_MAX_MESSAGE.
+ *
+ * Returns
+ *   0                   the message is on its way
+ *   SPERLI_E_RANK       dest is outside the job
+ *   SPERLI_E_TAG        tag is outside 0 … SPERLI_MAX_TAG
+ *   SPERLI_E_NULL       data is NULL and len > 0
+ *   SPERLI_E_LENGTH     len > SPERLI_MAX_MESSAGE
+ *   SPERLI_E_FINISHED   rank dest has finished
+ *   the job's end codes (1608, 1609, 1611, 1612, 1613)
+ */
+int sperli_send(sperli_t session, int dest, int tag, const void *data, size_t len);
+
+/*
+ * sperli_recv — receive the next message from rank source with tag.
+ *
+ * Messages of one source and one tag arrive in the order sent; a message
+ * of another tag from the same source is kept for its own receive. It
+ * waits until the message is there (no longer than the silence limit after
+ * the source's last sign of life, SPEC §7). The message becomes the
+ * session's result: copy it out with sperli_result.
+ *
+ * session  the open session.
+ * source   the sending rank, 0 … size-1.
+ * tag      0 … SPERLI_MAX_TAG.
+ * len      where the message's length is written (0 … SPERLI_MAX_MESSAGE).
+ *
+ * Returns
+ *   0                   received; *len is its length
+ *   SPERLI_E_RANK       source is outside the job
+ *   SPERLI_E_TAG        tag is outside 0 … SPERLI_MAX_TAG
+ *   SPERLI_E_NULL       len is NULL
+ *   SPERLI_E_FINISHED   rank source has finished and no such message is kept
+ *   the job's end codes (1608, 1609, 1611, 1612, 1613)
+ */
+int sperli_recv(sperli_t session, int source, int tag, size_t *len);
+
+/*
+ * sperli_start_send — start sending, return at once with an open operation.
+ *
+ * Messages are sent in the order sperli_send and sperli_start_send are
+ * called. The data is copied: the buffer is the caller's again on return.
+ * Finish the operation with sperli_finish_send exactly once.
+ *
+ * session  the open session.
+ * dest     the receiving rank, 0 … size-1.
+ * tag      0 … SPERLI_MAX_TAG.
+ * data     the message; may be NULL when len is 0.
+ * len      its length in bytes, 0 … SPERLI_MAX_MESSAGE.
+ * op       where the operation's handle is written (only on success).
+ *
+ * Returns
+ *   0                   started; *op is open
+ *   SPERLI_E_RANK, SPERLI_E_TAG, SPERLI_E_NULL (data NULL and len > 0, or
+ *   op NULL), SPERLI_E_LENGTH, SPERLI_E_FINISHED, the job's end codes —
+ *   as sperli_send
+ */
+int sperli_start_send(sperli_t session, int dest, int tag, const void *data, size_t len,
+                      sperli_op *op);
+
+/*
+ * sperli_finish_send — wait until the send of op is handed to the
+ * connection, and finish op (its handle is no longer valid afterwards,
+ * whatever the code).
+ *
+ * session  the open session.
+ * op       an open send of this session.
+ *
+ * Returns
+ *   0                    sent
+ *   SPERLI_E_OPERATION   op is not an open send of this session
+ *   the job's end codes (1608, 1609, 1611, 1612, 1613)
+ */
+int sperli_finish_send(sperli_t session, sperli_op op);
+
+/*
+ * sperli_start_recv — post a receive for the next message from source with
+ * tag and return at once with an open operation. Receives of one (source,
+ * tag) are matched in the order they are posted. Finish it with
+ * sperli_finish_recv exactly once.
+ *
+ * session  the open session.
+ * source   the sending rank, 0 … size-1.
+ * tag      0 … SPERLI_MAX_TAG.
+ * op       where the operation's handle is written (only on success).
+ *
+ * Returns
+ *   0                   posted; *op is open
+ *   SPERLI_E_RANK       source is outside the job
+ *   SPERLI_E_TAG        tag is outside 0 … SPERLI_MAX_TAG
+ *   SPERLI_E_NULL       op is NULL
+ *   the job's end codes (1608, 1609, 1611, 1612, 1613)
+ */
+int sperli_start_recv(sperli_t session, int source, int tag, sperli_op *op);
+
+/*
+ * sperli_finish_recv — wait for the receive of op, make its message the
+ * session's result, and finish op (its handle is no longer valid
+ * afterwards, whatever the code).
+ *
+ * session  the open session.
+ * op       an open receive of this session.
+ * len      where the message's length is written.
+ *
+ * Returns
+ *   0                    received; *len is its length
+ *   SPERLI_E_OPERATION   op is not an open receive of this session
+ *   SPERLI_E_NULL        len is NULL (op stays open)
+ *   SPERLI_E_FINISHED    the source has finished and the message never came
+ *   the job's end codes (1608, 1609, 1611, 1612, 1613)
+ */
+int sperli_finish_recv(sperli_t session, sperli_op op, size_t *len);
+
+/* ------------------------------------------------------------------------
+ * Collectives (SPEC §8). Every rank makes the same calls in the same order.
+ * Data is bytes (elements of a type for reduce and allreduce); the result
+ * is new bytes, kept as the session's result.
+ *
+ * SPEC §8.3 holds as for every rank: a wrong call every rank can see —
+ * a root outside the job, a reduction that does not fit the type, data
+ * that is no whole number of elements, data over SPERLI_MAX_COLLECTIVE
+ * bytes — answers 1618 on every rank (also on ranks whose own arguments
+ * were right) and the job goes on. Contributions of different lengths
+ * (reduce, allreduce, gather), a scatter whose data is no whole number of
+ * blocks, or ranks making different calls end the job: 1613 on the rank
+ * that sees it, 1612 on the others. The negative codes below are caught
+ * before the call starts, on this rank alone: nothing is sent, the other
+ * ranks go on waiting in the call, and this rank may make it again with
+ * right arguments.
+ */
+
+/*
+ * sperli_barrier — return when every rank has called it.
+ *
+ * session  the open session.
+ *
+ * Returns 0, 1613, the job's end codes.
+ */
+int sperli_barrier(sperli_t session);
+
+/*
+ * sperli_bcast — every rank gets root's data.
+ *
+ * session  the open session.
+ * root     the rank whose data is sent (outside the job: 1618 everywhere).
+ * data     the data on root (may be NULL when len is 0); ignored elsewhere
+ *          (may be NULL there whatever len is).
+ * len      its length on root, at most SPERLI_MAX_COLLECTIVE.
+ * result_len  where the length of the result (root's len) is written.
+ *
+ * Returns
+ *   0                   *result_len bytes are the result
+ *   SPERLI_E_NULL       result_len is NULL, or this rank is root and data
+ *                       is NULL with len > 0
+ *   1618                root outside the job, or root's len over the limit
+ *   1613, the job's end codes
+ */
+int sperli_bcast(sperli_t session, int root, const void *data, size_t len, size_t *result_len);
+
+/*
+ * sperli_reduce — combine every rank's elements, element by element, with
+ * a reduction, in rank order; the result on root (empty elsewhere).
+ *
+ * session  the open session.
+ * root     the rank that gets the result (outside the job: 1618 everywhere).
+ * type     one of enum sperli_type.
+ * reduction one of enum sperli_reduction.
+ * data     this rank's elements, little-endian; may be NULL when len is 0.
+ * len      their length in bytes: a whole number of elements, at most
+ *          SPERLI_MAX_COLLECTIVE, the same on every rank.
+ * result_len  where the result's length is written (len on root, 0 elsewhere).
+ *
+ * Returns
+ *   0                   reduced
+ *   SPERLI_E_TYPE       type is none of enum sperli_type
+ *   SPERLI_E_OP         reduction is none of enum sperli_reduction
+ *   SPERLI_E_NULL       data is NULL with len > 0, or result_len is NULL
+ *   1618                root outside the job, a reduction that does not fit
+ *                       the type, len no whole number of elements or over
+ *                       the limit (on any rank)
+ *   1613                lengths differ across ranks, or another call
+ *   the job's end codes
+ */
+int sperli_reduce(sperli_t session, int root, int type, int reduction, const void *data,
+                  size_t len, size_t *result_len);
+
+/*
+ * sperli_allreduce — sperli_reduce to rank 0, then the result to every
+ * rank: every rank gets the same bytes.
+ *
+ * session, type, reduction, data, len, result_len — as sperli_reduce.
+ *
+ * Returns the codes of sperli_reduce (1618 for no root reason).
+ */
+int sperli_allreduce(sperli_t session, int type, int reduction, const void *data, size_t len,
+                     size_t *result_len);
+
+/*
+ * sperli_gather — root gets every rank's data concatenated in rank order
+ * (size × len bytes); the result is empty elsewhere.
+ *
+ * session  the open session.
+ * root     the rank that gets the result (outside the job: 1618 everywhere).
+ * data     this rank's data; may be NULL when len is 0.
+ * len      its length, the same on every rank, at most SPERLI_MAX_COLLECTIVE.
+ * result_len  where the result's length is written.
+ *
+ * Returns
+ *   0                   gathered
+ *   SPERLI_E_NULL       data is NULL with len > 0, or result_len is NULL
+ *   1618                root outside the job, len over the limit
+ *   1613                lengths differ across ranks, or another call
+ *   the job's end codes
+ */
+int sperli_gather(sperli_t session, int root, const void *data, size_t len, size_t *result_len);
+
+/*
+ * sperli_scatter — root's data is cut into size equal blocks; rank i gets
+ * block i.
+ *
+ * session  the open session.
+ * root     the rank whose data is cut (outside the job: 1618 everywhere).
+ * data     the data on root, a whole number of size blocks (else 1613, the
+ *          job ends); ignored elsewhere (may be NULL there).
+ * len      its length on root, at most SPERLI_MAX_COLLECTIVE.
+ * result_len  where the block's length (len / size) is written.
+ *
+ * Returns
+ *   0                   this rank's block is the result
+ *   SPERLI_E_NULL       result_len is NULL, or this rank is root and data
+ *                       is NULL with len > 0
+ *   1618                root outside the job, root's len over the limit
+ *   1613                root's len is no whole number of blocks, another call
+ *   the job's end codes
+ */
+int sperli_scatter(sperli_t session, int root, const void *data, size_t len, size_t *result_len);
+
+/* ------------------------------------------------------------------------
+ * Failure detection, abort, finish (SPEC §7)
+ */
+
+/*
+ * sperli_set_silence — set this rank's silence limit: a peer silent for
+ * longer is lost (H1611). Every peer is told, so that it heartbeats often
+ * enough. The runtime heartbeats on its own; a long computation needs no
+ * calls.
+ *
+ * session  the open session.
+ * ms       the limit in milliseconds, SPERLI_MIN_SILENCE_MS … SPERLI_MAX_SILENCE_MS.
+ *
+ * Returns 0, SPERLI_E_COUNT (ms outside the range), the job's end codes.
+ */
+int sperli_set_silence(sperli_t session, int ms);
+
+/*
+ * sperli_heartbeat — send a heartbeat to every peer now.
+ *
+ * session  the open session.
+ *
+ * Returns 0, the job's end codes.
+ */
+int sperli_heartbeat(sperli_t session);
+
+/*
+ * sperli_abort — end the job now: every peer is told and answers 1612
+ * (cause "aborted"). The session ends (its handle and open operations are
+ * no longer valid). End the program with sperli_exit(SPERLI_NONE, 0, …),
+ * which gives exit status 1 (an aborted rank has failed).
+ *
+ * session  the open session.
+ *
+ * Returns 0.
+ */
+int sperli_abort(sperli_t session);
+
+/*
+ * sperli_finish — say bye to every peer, wait until every peer has said bye
+ * too (or is gone), close the connections. Collective in effect, like
+ * MPI_Finalize. The session ends (its handle is no longer valid) unless the
+ * answer is SPERLI_E_OPEN. A launched rank then still calls
+ * sperli_exit(SPERLI_NONE, 0, &status) so the launcher gets its status
+ * record.
+ *
+ * session  the open session.
+ *
+ * Returns
+ *   0                   finished
+ *   SPERLI_E_OPEN       operations are open; nothing was done
+ *   the job's end codes (the session has ended all the same)
+ */
+int sperli_finish(sperli_t session);
+
+/* ------------------------------------------------------------------------
+ * Checkpoints (SPEC §9)
+ */
+
+/*
+ * sperli_use_checkpoints — name this rank's checkpoint directory (relative
+ * to the working directory) and make it. Files go to DIR/<job>/<epoch>/.
+ * Local to this rank; without it, checkpoint and resume use the launcher's
+ * --checkpoint-dir.
+ *
+ * session  the open session.
+ * dir      the directory, NUL-terminated; "" takes the job's
+ *          --checkpoint-dir.
+ *
+ * Returns
+ *   0                   in use
+ *   SPERLI_E_NULL       dir is NULL
+ *   SPERLI_E_PATH       dir is longer than SPERLI_MAX_PATH bytes
+ *   1625                the directory cannot be made, or dir is "" and the
+ *                       job has no --checkpoint-dir
+ */
+int sperli_use_checkpoints(sperli_t session, const char *dir);
+
+/*
+ * sperli_checkpoint — store state as the job's next epoch: this rank's
+ * file, the buddy copy on rank (n+1) mod size, the COMMIT signed by rank 0.
+ * Every rank calls it, in the same order as the collectives; it returns
+ * when the COMMIT is stored on this rank.
+ *
+ * session  the open session.
+ * state    the state, any bytes; may be NULL when len is 0.
+ * len      its length.
+ *
+ * Returns
+ *   0                   committed
+ *   SPERLI_E_NULL       state is NULL with len > 0
+ *   1624                a rank has an open send or receive (every rank)
+ *   1625                a rank's storage failed (every rank; the previous
+ *                       epoch stays)
+ *   1613, the job's end codes
+ */
+int sperli_checkpoint(sperli_t session, const void *state, size_t len);
+
+/*
+ * sperli_resume — the newest committed state of the job (collective: every
+ * rank calls it, and every rank gets the same outcome). The state becomes
+ * the session's result.
+ *
+ * session  the open session.
+ * resumed  where 1 is written when a state was resumed, 0 on a fresh start
+ *          (no COMMIT anywhere; the result is then empty).
+ * len      where the state's length is written.
+ *
+ * Returns
+ *   0                   *resumed says whether there was a state
+ *   SPERLI_E_NULL       resumed or len is NULL
+ *   1619 … 1623         no usable epoch, COMMIT signature, damaged state,
+ *                       header mismatch, another job size (docs/errors.md)
+ *   1625                the checkpoint directory cannot be made
+ *   1613, the job's end codes
+ */
+int sperli_resume(sperli_t session, int *resumed, size_t *len);
+
+/* ------------------------------------------------------------------------
+ * Results, codes, the end
+ */
+
+/*
+ * sperli_result — copy the session's result (of the last recv,
+ * finish_recv, collective or resume) into buf. The result stays: it may be
+ * copied again.
+ *
+ * session  the open session.
+ * buf      where the result is copied; may be NULL when cap is 0.
+ * cap      the size of buf in bytes.
+ * len      where the result's length is written (also when cap is short).
+ *
+ * Returns
+ *   0                   *len bytes copied
+ *   SPERLI_E_NULL       len is NULL, or buf is NULL with cap > 0
+ *   SPERLI_E_LENGTH     cap < the result's length: *len is the length
+ *                       needed, nothing is copied, the result is kept
+ */
+int sperli_result(sperli_t session, void *buf, size_t cap, size_t *len);
+
+/*
+ * sperli_strerror — the text of a code: "SPERLI_E_RANK: rank outside the
+ * job", "H1611: peer lost: …", "ok". Static text; any code, any time, any
+ * thread (the one function that never answers SPERLI_E_BUSY). An unknown
+ * code gives "unknown code".
+ */
+const char *sperli_strerror(int code);
+
+/*
+ * sperli_last_error — the message of the last nonzero code a function of
+ * the library answered in this process (SPERLI_E_BUSY excepted: a busy
+ * answer changes nothing), e.g. "H1611: rank 2 lost: no frame for 5000 ms"
+ * or "SPERLI_E_RANK: sperli_send: rank 5 is outside the job (size 3)";
+ * "" when there was none.
+ *
+ * buf      where the message is copied, NUL-terminated; may be NULL when
+ *          cap is 0.
+ * cap      the size of buf in bytes.
+ * len      where the message's length is written (without the NUL).
+ *
+ * Returns
+ *   0                   copied
+ *   SPERLI_E_NULL       len is NULL, or buf is NULL with cap > 0
+ *   SPERLI_E_LENGTH     cap < *len + 1: nothing copied
+ */
+int sperli_last_error(char *buf, size_t cap, size_t *len);
+
+/*
+ * sperli_exit — end the program's use of the library as a Go rank's
+ * runtime.Exit does, and give the exit status for exit(3) or return from
+ * main: 0 done, 75 the job lost a rank, 1 anything else (SPEC §13).
+ *
+ * With code 0 it finishes the open session (as sperli_finish). With another
+ * code it ends the job as this rank's failure (the peers answer 1612,
+ * cause "failed", unless the job had ended already) and writes the error's
+ * message on standard error. When the job was started by a launcher (or no
+ * job description was read) it writes the status record the launcher reads
+ * (the last line of standard error). The session ends.
+ *
+ * session  the open session, or SPERLI_NONE when there is none (init
+ *          failed, or the session ended with sperli_finish or sperli_abort).
+ * code     how the program ends: 0 for success, else the code of the call
+ *          that failed (its message and cause are used, so a 1612 caused
+ *          by a loss gives 75), or any other nonzero number (status 1).
+ * status   where the exit status is written.
+ *
+ * Returns
+ *   0                   ended; *status is the exit status
+ *   SPERLI_E_NULL       status is NULL
+ *   SPERLI_E_HANDLE     session is neither the open session nor
+ *                       SPERLI_NONE with no session open
+ */
+int sperli_exit(sperli_t session, int code, int *status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPERLI_H */

@@ -1,0 +1,706 @@
+/*
+ * sperli.c — the C face of libsperli (SPEC §12). Every public function
+ * checks all its arguments here, before anything reaches the Go layer
+ * (libsperli/go, the runtime built with -buildmode=c-archive):
+ *
+ *   1. the one-call-at-a-time flag (an atomic compare-and-swap: a second
+ *      caller gets SPERLI_E_BUSY at once and changes nothing);
+ *   2. the session handle (a number, compared with the open session's);
+ *   3. each argument in the order of sperli.h: pointers, ranks, tags,
+ *      lengths, types, reductions, counts, paths, operation handles (a
+ *      table kept here: slot index and generation in one 64-bit number).
+ *
+ * Only then is the Go layer called. It answers 0, a code 1601 … 1625, or
+ * SPERLI_E_FINISHED (the runtime's H1617); anything else is a broken
+ * promise of the library and ends the process with abort(3).
+ *
+ * State below is guarded by the busy flag: only the holder touches it.
+ */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sperli.h"
+#include "libsperli_go.h"
+#include "wait.h"
+
+/* DONE declares the record a waiting call of the Go layer reports to. */
+#define DONE sperligo_done done = {0, 0}
+
+/* ------------------------------------------------------------------------
+ * State
+ */
+
+static atomic_int busy;                /* 1 while a call runs */
+static sperli_t open_session;          /* 0: none */
+static sperli_t last_session;          /* handles are never reused */
+static int s_rank, s_size;
+static uint32_t s_inc;
+static char s_job[SPERLI_JOB_ID_LEN + 1];
+static size_t s_result_len;            /* the kept result's length */
+
+static int last_code;                  /* the last nonzero code answered */
+static int last_from_go;               /* its message is the Go layer's */
+static char last_msg[1024];
+
+/* Operation handles: (generation << 32) | (slot + 1). A slot's generation is
+ * 0 while it is free; generations count up and are never reused within the
+ * 31 bits, so a finished or made-up handle never matches. */
+enum { OP_FREE = 0, OP_SEND = 1, OP_RECV = 2 };
+struct slot {
+    uint32_t gen;
+    int kind;
+};
+static struct slot *slots;
+static size_t nslots;   /* slots in use or ever used (the table's length) */
+static size_t capslots; /* allocated */
+static size_t nopen;    /* open operations */
+static uint32_t next_gen;
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ */
+
+static int enter(void) {
+    int zero = 0;
+    return atomic_compare_exchange_strong_explicit(&busy, &zero, 1, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+static int leave(int rc) {
+    atomic_store_explicit(&busy, 0, memory_order_release);
+    return rc;
+}
+
+static void broken(const char *why, int code) {
+    fprintf(stderr, "libsperli: broken promise, aborting: %s (code %d)\n", why, code);
+    fflush(stderr);
+    abort();
+}
+
+static const char *ename(int code);
+
+/* fail records a negative code of this layer with its message. */
+static int fail(int code, const char *fn, const char *fmt, ...) {
+    va_list ap;
+    int n = snprintf(last_msg, sizeof last_msg, "%s: %s: ", ename(code), fn);
+    if (n < 0 || (size_t)n >= sizeof last_msg) n = 0;
+    va_start(ap, fmt);
+    vsnprintf(last_msg + n, sizeof last_msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    last_code = code;
+    last_from_go = 0;
+    return code;
+}
+
+/* gone checks what the Go layer answered. */
+static int gone(int rc, const char *fn) {
+    if (rc == 0) return 0;
+    if ((rc >= 1601 && rc <= 1615) || (rc >= 1618 && rc <= 1625) || rc == SPERLI_E_FINISHED) {
+        last_code = rc;
+        last_from_go = 1;
+        return rc;
+    }
+    broken(fn, rc);
+    return rc;
+}
+
+static int check_session(sperli_t s, const char *fn) {
+    if (s <= 0 || s != open_session) {
+        if (open_session == 0)
+            return fail(SPERLI_E_HANDLE, fn, "session %d is not open (no session is)", s);
+        return fail(SPERLI_E_HANDLE, fn, "session %d is not the open session", s);
+    }
+    return 0;
+}
+
+static int check_rank(int r, const char *fn, const char *what) {
+    if (r < 0 || r >= s_size)
+        return fail(SPERLI_E_RANK, fn, "%s %d is outside the job (size %d)", what, r, s_size);
+    return 0;
+}
+
+static int check_tag(int tag, const char *fn) {
+    if (tag < 0) /* int holds nothing over SPERLI_MAX_TAG */
+        return fail(SPERLI_E_TAG, fn, "tag %d is outside 0 to %d", tag, SPERLI_MAX_TAG);
+    return 0;
+}
+
+static int check_null(const void *p, const char *fn, const char *what) {
+    if (p == NULL) return fail(SPERLI_E_NULL, fn, "%s is NULL", what);
+    return 0;
+}
+
+static int check_data(const void *p, size_t len, const char *fn, const char *what) {
+    if (p == NULL && len > 0)
+        return fail(SPERLI_E_NULL, fn, "%s is NULL with a length of %zu bytes", what, len);
+    return 0;
+}
+
+static int check_message(size_t len, const char *fn) {
+    if (len > SPERLI_MAX_MESSAGE)
+        return fail(SPERLI_E_LENGTH, fn, "message is %zu bytes, limit %d", len, SPERLI_MAX_MESSAGE);
+    return 0;
+}
+
+static int check_type(int type, const char *fn) {
+    if (type < SPERLI_BYTES || type > SPERLI_FLOAT64)
+        return fail(SPERLI_E_TYPE, fn, "element type %d is none of SPERLI_BYTES (1) to SPERLI_FLOAT64 (7)", type);
+    return 0;
+}
+
+static int check_op(int op, const char *fn) {
+    if (op < SPERLI_SUM || op > SPERLI_BXOR)
+        return fail(SPERLI_E_OP, fn, "reduction %d is none of SPERLI_SUM (1) to SPERLI_BXOR (10)", op);
+    return 0;
+}
+
+static void end_session(void) {
+    open_session = 0;
+    s_result_len = 0;
+    for (size_t i = 0; i < nslots; i++) slots[i].gen = 0, slots[i].kind = OP_FREE;
+    nslots = 0;
+    nopen = 0;
+}
+
+/* slot_new finds a free slot (or grows the table); -1 when memory is out. */
+static long slot_new(void) {
+    for (size_t i = 0; i < nslots; i++)
+        if (slots[i].kind == OP_FREE) return (long)i;
+    if (nslots == capslots) {
+        size_t cap = capslots ? capslots * 2 : 64;
+        if (cap > 0x7ffffffe) return -1;
+        struct slot *p = realloc(slots, cap * sizeof *p);
+        if (p == NULL) return -1;
+        slots = p;
+        capslots = cap;
+    }
+    slots[nslots].gen = 0;
+    slots[nslots].kind = OP_FREE;
+    return (long)nslots++;
+}
+
+static sperli_op slot_take(long i, int kind) {
+    next_gen = next_gen >= 0x7fffffff ? 1 : next_gen + 1;
+    slots[i].gen = next_gen;
+    slots[i].kind = kind;
+    nopen++;
+    return ((sperli_op)next_gen << 32) | (sperli_op)(i + 1);
+}
+
+static void slot_free(long i) {
+    slots[i].gen = 0;
+    slots[i].kind = OP_FREE;
+    nopen--;
+    while (nslots > 0 && slots[nslots - 1].kind == OP_FREE) nslots--;
+}
+
+/* check_op_handle returns the slot of op, or a code (< 0) through *rc. */
+static long find_op(sperli_op op, int kind, const char *fn, int *rc) {
+    const char *want = kind == OP_SEND ? "send" : "receive";
+    uint64_t idx = (uint64_t)op & 0xffffffffu, gen = (uint64_t)op >> 32;
+    if (op <= 0 || idx == 0 || idx > nslots || gen == 0 || slots[idx - 1].gen != gen) {
+        *rc = fail(SPERLI_E_OPERATION, fn, "operation %lld is not an open operation of this session",
+                   (long long)op);
+        return -1;
+    }
+    if (slots[idx - 1].kind != kind) {
+        *rc = fail(SPERLI_E_OPERATION, fn, "operation %lld is not a %s", (long long)op, want);
+        return -1;
+    }
+    *rc = 0;
+    return (long)(idx - 1);
+}
+
+/* ------------------------------------------------------------------------
+ * Joining
+ */
+
+static int joined(sperli_t *session) {
+    open_session = ++last_session;
+    if (last_session == 0x7fffffff) last_session = 0;
+    s_result_len = 0;
+    *session = open_session;
+    return 0;
+}
+
+int sperli_init(const char *line, sperli_t *session) {
+    static const char fn[] = "sperli_init";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_null(line, fn, "line")) || (rc = check_null(session, fn, "session")))
+        return leave(rc);
+    size_t n = strnlen(line, (size_t)SPERLI_MAX_JOB_LINE + 3);
+    size_t body = n;
+    if (body > 0 && line[body - 1] == '\n') body--;
+    if (body > 0 && line[body - 1] == '\r') body--;
+    if (body > SPERLI_MAX_JOB_LINE)
+        return leave(fail(SPERLI_E_LENGTH, fn, "job description line is longer than %d bytes",
+                          SPERLI_MAX_JOB_LINE));
+    if (open_session != 0)
+        return leave(fail(SPERLI_E_SESSION, fn, "session %d is open; a process holds one session",
+                          open_session));
+    DONE;
+    sperligo_init((char *)line, n, 0, &s_rank, &s_size, &s_inc, s_job, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    if (rc == 0) joined(session);
+    return leave(rc);
+}
+
+int sperli_init_stdin(sperli_t *session) {
+    static const char fn[] = "sperli_init_stdin";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_null(session, fn, "session"))) return leave(rc);
+    if (open_session != 0)
+        return leave(fail(SPERLI_E_SESSION, fn, "session %d is open; a process holds one session",
+                          open_session));
+    DONE;
+    sperligo_init(NULL, 0, 1, &s_rank, &s_size, &s_inc, s_job, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    if (rc == 0) joined(session);
+    return leave(rc);
+}
+
+int sperli_rank(sperli_t session, int *rank) {
+    static const char fn[] = "sperli_rank";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_null(rank, fn, "rank"))) return leave(rc);
+    *rank = s_rank;
+    return leave(0);
+}
+
+int sperli_size(sperli_t session, int *size) {
+    static const char fn[] = "sperli_size";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_null(size, fn, "size"))) return leave(rc);
+    *size = s_size;
+    return leave(0);
+}
+
+int sperli_job(sperli_t session, char *buf, size_t cap) {
+    static const char fn[] = "sperli_job";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_null(buf, fn, "buf"))) return leave(rc);
+    if (cap < SPERLI_JOB_ID_LEN + 1)
+        return leave(fail(SPERLI_E_LENGTH, fn, "buffer of %zu bytes, want at least %d", cap,
+                          SPERLI_JOB_ID_LEN + 1));
+    memcpy(buf, s_job, SPERLI_JOB_ID_LEN + 1);
+    return leave(0);
+}
+
+int sperli_incarnation(sperli_t session, uint32_t *inc) {
+    static const char fn[] = "sperli_incarnation";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_null(inc, fn, "inc"))) return leave(rc);
+    *inc = s_inc;
+    return leave(0);
+}
+
+/* ------------------------------------------------------------------------
+ * Point-to-point
+ */
+
+int sperli_send(sperli_t session, int dest, int tag, const void *data, size_t len) {
+    static const char fn[] = "sperli_send";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_rank(dest, fn, "rank")) ||
+        (rc = check_tag(tag, fn)) || (rc = check_data(data, len, fn, "data")) ||
+        (rc = check_message(len, fn)))
+        return leave(rc);
+    return leave(gone(sperligo_send(dest, tag, (void *)data, len), fn));
+}
+
+int sperli_recv(sperli_t session, int source, int tag, size_t *len) {
+    static const char fn[] = "sperli_recv";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_rank(source, fn, "rank")) ||
+        (rc = check_tag(tag, fn)) || (rc = check_null(len, fn, "len")))
+        return leave(rc);
+    size_t n = 0;
+    DONE;
+    sperligo_recv(source, tag, &n, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    s_result_len = n;
+    *len = n;
+    return leave(rc);
+}
+
+int sperli_start_send(sperli_t session, int dest, int tag, const void *data, size_t len,
+                      sperli_op *op) {
+    static const char fn[] = "sperli_start_send";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_rank(dest, fn, "rank")) ||
+        (rc = check_tag(tag, fn)) || (rc = check_data(data, len, fn, "data")) ||
+        (rc = check_message(len, fn)) || (rc = check_null(op, fn, "op")))
+        return leave(rc);
+    long i = slot_new();
+    if (i < 0) broken("no memory for the table of operations", 0);
+    rc = gone(sperligo_start_send((int)i, dest, tag, (void *)data, len), fn);
+    if (rc == 0) *op = slot_take(i, OP_SEND);
+    return leave(rc);
+}
+
+int sperli_finish_send(sperli_t session, sperli_op op) {
+    static const char fn[] = "sperli_finish_send";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn))) return leave(rc);
+    long i = find_op(op, OP_SEND, fn, &rc);
+    if (rc) return leave(rc);
+    DONE;
+    sperligo_finish_send((int)i, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    slot_free(i);
+    return leave(rc);
+}
+
+int sperli_start_recv(sperli_t session, int source, int tag, sperli_op *op) {
+    static const char fn[] = "sperli_start_recv";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_rank(source, fn, "rank")) ||
+        (rc = check_tag(tag, fn)) || (rc = check_null(op, fn, "op")))
+        return leave(rc);
+    long i = slot_new();
+    if (i < 0) broken("no memory for the table of operations", 0);
+    rc = gone(sperligo_start_recv((int)i, source, tag), fn);
+    if (rc == 0) *op = slot_take(i, OP_RECV);
+    return leave(rc);
+}
+
+int sperli_finish_recv(sperli_t session, sperli_op op, size_t *len) {
+    static const char fn[] = "sperli_finish_recv";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn))) return leave(rc);
+    long i = find_op(op, OP_RECV, fn, &rc);
+    if (rc) return leave(rc);
+    if ((rc = check_null(len, fn, "len"))) return leave(rc);
+    size_t n = 0;
+    DONE;
+    sperligo_finish_recv((int)i, &n, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    slot_free(i);
+    s_result_len = n;
+    *len = n;
+    return leave(rc);
+}
+
+/* ------------------------------------------------------------------------
+ * Collectives
+ */
+
+static int made(int rc, size_t n, size_t *result_len) {
+    s_result_len = n;
+    *result_len = n;
+    return rc;
+}
+
+int sperli_barrier(sperli_t session) {
+    static const char fn[] = "sperli_barrier";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn))) return leave(rc);
+    DONE;
+    sperligo_barrier(&done);
+    return leave(gone(sperligo_wait(&done), fn));
+}
+
+int sperli_bcast(sperli_t session, int root, const void *data, size_t len, size_t *result_len) {
+    static const char fn[] = "sperli_bcast";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn))) return leave(rc);
+    if (root != s_rank) data = NULL, len = 0; /* ignored off the root */
+    if ((rc = check_data(data, len, fn, "data")) || (rc = check_null(result_len, fn, "result_len")))
+        return leave(rc);
+    size_t n = 0;
+    DONE;
+    sperligo_bcast(root, (void *)data, len, &n, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    return leave(made(rc, n, result_len));
+}
+
+int sperli_reduce(sperli_t session, int root, int type, int reduction, const void *data,
+                  size_t len, size_t *result_len) {
+    static const char fn[] = "sperli_reduce";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_type(type, fn)) ||
+        (rc = check_op(reduction, fn)) || (rc = check_data(data, len, fn, "data")) ||
+        (rc = check_null(result_len, fn, "result_len")))
+        return leave(rc);
+    size_t n = 0;
+    DONE;
+    sperligo_reduce(root, type, reduction, (void *)data, len, &n, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    return leave(made(rc, n, result_len));
+}
+
+int sperli_allreduce(sperli_t session, int type, int reduction, const void *data, size_t len,
+                     size_t *result_len) {
+    static const char fn[] = "sperli_allreduce";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_type(type, fn)) ||
+        (rc = check_op(reduction, fn)) || (rc = check_data(data, len, fn, "data")) ||
+        (rc = check_null(result_len, fn, "result_len")))
+        return leave(rc);
+    size_t n = 0;
+    DONE;
+    sperligo_allreduce(type, reduction, (void *)data, len, &n, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    return leave(made(rc, n, result_len));
+}
+
+int sperli_gather(sperli_t session, int root, const void *data, size_t len, size_t *result_len) {
+    static const char fn[] = "sperli_gather";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_data(data, len, fn, "data")) ||
+        (rc = check_null(result_len, fn, "result_len")))
+        return leave(rc);
+    size_t n = 0;
+    DONE;
+    sperligo_gather(root, (void *)data, len, &n, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    return leave(made(rc, n, result_len));
+}
+
+int sperli_scatter(sperli_t session, int root, const void *data, size_t len, size_t *result_len) {
+    static const char fn[] = "sperli_scatter";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn))) return leave(rc);
+    if (root != s_rank) data = NULL, len = 0; /* ignored off the root */
+    if ((rc = check_data(data, len, fn, "data")) || (rc = check_null(result_len, fn, "result_len")))
+        return leave(rc);
+    size_t n = 0;
+    DONE;
+    sperligo_scatter(root, (void *)data, len, &n, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    return leave(made(rc, n, result_len));
+}
+
+/* ------------------------------------------------------------------------
+ * Failure detection, abort, finish
+ */
+
+int sperli_set_silence(sperli_t session, int ms) {
+    static const char fn[] = "sperli_set_silence";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn))) return leave(rc);
+    if (ms < SPERLI_MIN_SILENCE_MS || ms > SPERLI_MAX_SILENCE_MS)
+        return leave(fail(SPERLI_E_COUNT, fn, "%d ms is outside %d to %d", ms, SPERLI_MIN_SILENCE_MS,
+                          SPERLI_MAX_SILENCE_MS));
+    return leave(gone(sperligo_set_silence(ms), fn));
+}
+
+int sperli_heartbeat(sperli_t session) {
+    static const char fn[] = "sperli_heartbeat";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn))) return leave(rc);
+    return leave(gone(sperligo_heartbeat(), fn));
+}
+
+int sperli_abort(sperli_t session) {
+    static const char fn[] = "sperli_abort";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn))) return leave(rc);
+    rc = gone(sperligo_abort(), fn);
+    end_session();
+    return leave(rc);
+}
+
+int sperli_finish(sperli_t session) {
+    static const char fn[] = "sperli_finish";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn))) return leave(rc);
+    if (nopen > 0)
+        return leave(fail(SPERLI_E_OPEN, fn, "%zu operation(s) still open; finish them first", nopen));
+    DONE;
+    sperligo_finish(&done);
+    rc = gone(sperligo_wait(&done), fn);
+    end_session();
+    return leave(rc);
+}
+
+/* ------------------------------------------------------------------------
+ * Checkpoints
+ */
+
+int sperli_use_checkpoints(sperli_t session, const char *dir) {
+    static const char fn[] = "sperli_use_checkpoints";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_null(dir, fn, "dir"))) return leave(rc);
+    if (strnlen(dir, SPERLI_MAX_PATH + 1) > SPERLI_MAX_PATH)
+        return leave(fail(SPERLI_E_PATH, fn, "dir is longer than %d bytes", SPERLI_MAX_PATH));
+    return leave(gone(sperligo_use_checkpoints((char *)dir), fn));
+}
+
+int sperli_checkpoint(sperli_t session, const void *state, size_t len) {
+    static const char fn[] = "sperli_checkpoint";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_data(state, len, fn, "state")))
+        return leave(rc);
+    DONE;
+    sperligo_checkpoint((void *)state, len, &done);
+    return leave(gone(sperligo_wait(&done), fn));
+}
+
+int sperli_resume(sperli_t session, int *resumed, size_t *len) {
+    static const char fn[] = "sperli_resume";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_null(resumed, fn, "resumed")) ||
+        (rc = check_null(len, fn, "len")))
+        return leave(rc);
+    int found = 0;
+    size_t n = 0;
+    DONE;
+    sperligo_resume(&found, &n, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    *resumed = found;
+    return leave(made(rc, n, len));
+}
+
+/* ------------------------------------------------------------------------
+ * Results, codes, the end
+ */
+
+int sperli_result(sperli_t session, void *buf, size_t cap, size_t *len) {
+    static const char fn[] = "sperli_result";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_session(session, fn)) || (rc = check_null(len, fn, "len")) ||
+        (rc = check_data(buf, cap, fn, "buf")))
+        return leave(rc);
+    *len = s_result_len;
+    if (cap < s_result_len)
+        return leave(fail(SPERLI_E_LENGTH, fn, "buffer of %zu bytes, the result is %zu", cap,
+                          s_result_len));
+    return leave(gone(sperligo_result(buf, s_result_len), fn));
+}
+
+static const char *ename(int code) {
+    switch (code) {
+    case SPERLI_E_NULL: return "SPERLI_E_NULL";
+    case SPERLI_E_LENGTH: return "SPERLI_E_LENGTH";
+    case SPERLI_E_RANK: return "SPERLI_E_RANK";
+    case SPERLI_E_TAG: return "SPERLI_E_TAG";
+    case SPERLI_E_TYPE: return "SPERLI_E_TYPE";
+    case SPERLI_E_OP: return "SPERLI_E_OP";
+    case SPERLI_E_COUNT: return "SPERLI_E_COUNT";
+    case SPERLI_E_HANDLE: return "SPERLI_E_HANDLE";
+    case SPERLI_E_PATH: return "SPERLI_E_PATH";
+    case SPERLI_E_BUSY: return "SPERLI_E_BUSY";
+    case SPERLI_E_OPERATION: return "SPERLI_E_OPERATION";
+    case SPERLI_E_FINISHED: return "SPERLI_E_FINISHED";
+    case SPERLI_E_OPEN: return "SPERLI_E_OPEN";
+    case SPERLI_E_SESSION: return "SPERLI_E_SESSION";
+    }
+    return "SPERLI_E_?";
+}
+
+const char *sperli_strerror(int code) {
+    switch (code) {
+    case SPERLI_OK: return "ok";
+    case SPERLI_E_NULL: return "SPERLI_E_NULL: a pointer argument is NULL";
+    case SPERLI_E_LENGTH: return "SPERLI_E_LENGTH: a length outside its range, or a buffer too short";
+    case SPERLI_E_RANK: return "SPERLI_E_RANK: rank outside the job";
+    case SPERLI_E_TAG: return "SPERLI_E_TAG: tag outside 0 to 2147483647";
+    case SPERLI_E_TYPE: return "SPERLI_E_TYPE: unknown element type";
+    case SPERLI_E_OP: return "SPERLI_E_OP: unknown reduction";
+    case SPERLI_E_COUNT: return "SPERLI_E_COUNT: a count outside its range";
+    case SPERLI_E_HANDLE: return "SPERLI_E_HANDLE: not the open session";
+    case SPERLI_E_PATH: return "SPERLI_E_PATH: path too long";
+    case SPERLI_E_BUSY: return "SPERLI_E_BUSY: another call of the library is running";
+    case SPERLI_E_OPERATION: return "SPERLI_E_OPERATION: not an open operation of this kind";
+    case SPERLI_E_FINISHED: return "SPERLI_E_FINISHED: the rank has finished";
+    case SPERLI_E_OPEN: return "SPERLI_E_OPEN: operations are still open";
+    case SPERLI_E_SESSION: return "SPERLI_E_SESSION: a session is open already";
+    case 1601: return "H1601: peer certificate refused: none, another CA, wrong name or address, not TLS 1.3";
+    case 1602: return "H1602: hello missing or malformed";
+    case 1603: return "H1603: token signature does not verify";
+    case 1604: return "H1604: token expired";
+    case 1605: return "H1605: token of another job";
+    case 1606: return "H1606: token of another rank";
+    case 1607: return "H1607: token's size, incarnation or host does not match";
+    case 1608: return "H1608: frame payload over 16 MiB";
+    case 1609: return "H1609: frame header malformed, or from the wrong source";
+    case 1610: return "H1610: peer not reachable within the dial window (30 s)";
+    case 1611: return "H1611: peer lost: silence limit passed, or connection broke without bye";
+    case 1612: return "H1612: job ended by another rank (its abort, loss or error)";
+    case 1613: return "H1613: collective does not match across ranks";
+    case 1614: return "H1614: host refused (refused, reserved or denied name)";
+    case 1615: return "H1615: job description missing or malformed";
+    case 1616: return "H1616: argument outside its range (rank, tag, size of a message)";
+    case 1617: return "H1617: call on a communicator that is finished or aborted";
+    case 1618: return "H1618: wrong collective call (every rank returns it; the job goes on)";
+    case 1619: return "H1619: no usable checkpoint epoch";
+    case 1620: return "H1620: COMMIT signature does not verify";
+    case 1621: return "H1621: checkpoint state damaged and no good buddy copy";
+    case 1622: return "H1622: checkpoint header does not match the COMMIT or the job";
+    case 1623: return "H1623: resume with another job size";
+    case 1624: return "H1624: checkpoint while a send or receive is open";
+    case 1625: return "H1625: checkpoint storage failed (write, sync, rename, space)";
+    }
+    return "unknown code";
+}
+
+int sperli_last_error(char *buf, size_t cap, size_t *len) {
+    /* Its own answers never replace the last error: it is what is asked for. */
+    if (!enter()) return SPERLI_E_BUSY;
+    if (len == NULL || (buf == NULL && cap > 0)) return leave(SPERLI_E_NULL);
+    char tmp[1];
+    size_t n;
+    if (last_code == 0) {
+        n = 0;
+    } else if (last_from_go) {
+        n = sperligo_error(tmp, 0);
+    } else {
+        n = strlen(last_msg);
+    }
+    *len = n;
+    if (cap < n + 1) return leave(SPERLI_E_LENGTH);
+    if (last_code == 0)
+        buf[0] = 0;
+    else if (last_from_go)
+        sperligo_error(buf, cap);
+    else
+        memcpy(buf, last_msg, n + 1);
+    return leave(0);
+}
+
+int sperli_exit(sperli_t session, int code, int *status) {
+    static const char fn[] = "sperli_exit";
+    int rc;
+    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = check_null(status, fn, "status"))) return leave(rc);
+    if (session != SPERLI_NONE || open_session != 0)
+        if ((rc = check_session(session, fn))) return leave(rc);
+    const char *msg = NULL;
+    if (code != 0 && code == last_code && !last_from_go) msg = last_msg;
+    else if (code < 0 && code >= SPERLI_E_SESSION) msg = sperli_strerror(code);
+    int st = sperligo_exit(code, (char *)msg);
+    if (st != 0 && st != 1 && st != 75) broken("exit status", st);
+    end_session();
+    *status = st;
+    return leave(0);
+}

@@ -1,0 +1,135 @@
+/*
+ * cpeer — a C rank on libsperli that the Go tests of tests/clib drive:
+ *
+ *   cpeer codes          print every code and its sperli_strerror text
+ *   cpeer echo           join (description on stdin), then with the other
+ *                        rank of a job of two: receive tag 5, send it back
+ *                        on tag 6, finish
+ *   cpeer bench P M      join a job of two; rank 0 measures P round trips
+ *                        of 64 bytes and the one-way rate of M messages of
+ *                        1 MiB to rank 1, and prints
+ *                        "rtt_us=… rate_mbs=…" (MB = 10^6 bytes)
+ *
+ * Every mode that joins prints "init=CODE" first (0 when it joined) and
+ * ends with sperli_exit's status; a failed call's message goes to stderr.
+ * The bench protocol is the one of tests/clib/gopeer, so C and Go ranks
+ * pair up in any order.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sperli.h"
+
+static sperli_t s;
+static int rank, peer;
+
+static int end(sperli_t h, int rc) {
+    if (rc != 0) {
+        char msg[1024];
+        size_t n;
+        if (sperli_last_error(msg, sizeof msg, &n) == 0) fprintf(stderr, "cpeer: %s\n", msg);
+    }
+    int st = 1;
+    sperli_exit(h, rc, &st);
+    return st;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+#define TRY(call)                                                                            \
+    do {                                                                                     \
+        int rc_ = (call);                                                                    \
+        if (rc_ != 0) return rc_;                                                            \
+    } while (0)
+
+static int echo(void) {
+    size_t n;
+    char buf[256];
+    TRY(sperli_recv(s, peer, 5, &n));
+    if (n > sizeof buf) return SPERLI_E_LENGTH;
+    TRY(sperli_result(s, buf, sizeof buf, &n));
+    TRY(sperli_send(s, peer, 6, buf, n));
+    return 0;
+}
+
+enum { TAG_PING = 1, TAG_DATA = 2, TAG_ACK = 3, SMALL = 64, BIG = 1 << 20 };
+
+/* bench: rank 0 drives, rank 1 answers. The receiver of every message
+ * copies it out of the library, as a C program would. */
+static int bench(int pings, int msgs) {
+    unsigned char small[SMALL];
+    unsigned char *big = malloc(BIG);
+    size_t n;
+    memset(small, 1, sizeof small);
+    memset(big, 2, BIG);
+    TRY(sperli_barrier(s));
+    int warm = pings / 10 + 10;
+    if (rank == 0) {
+        double t0 = 0;
+        for (int i = 0; i < warm + pings; i++) {
+            if (i == warm) t0 = now();
+            TRY(sperli_send(s, peer, TAG_PING, small, SMALL));
+            TRY(sperli_recv(s, peer, TAG_PING, &n));
+            TRY(sperli_result(s, small, sizeof small, &n));
+        }
+        double rtt = (now() - t0) / pings * 1e6;
+        /* a few messages to warm up, acknowledged, then the timed ones */
+        for (int i = 0; i < 4; i++) TRY(sperli_send(s, peer, TAG_DATA, big, BIG));
+        TRY(sperli_recv(s, peer, TAG_ACK, &n));
+        double t1 = now();
+        for (int i = 0; i < msgs; i++) TRY(sperli_send(s, peer, TAG_DATA, big, BIG));
+        TRY(sperli_recv(s, peer, TAG_ACK, &n));
+        double rate = (double)msgs * BIG / 1e6 / (now() - t1);
+        printf("rtt_us=%.2f rate_mbs=%.1f\n", rtt, rate);
+        fflush(stdout);
+    } else {
+        for (int i = 0; i < warm + pings; i++) {
+            TRY(sperli_recv(s, peer, TAG_PING, &n));
+            TRY(sperli_result(s, small, sizeof small, &n));
+            TRY(sperli_send(s, peer, TAG_PING, small, n));
+        }
+        for (int round = 0; round < 2; round++) {
+            int k = round == 0 ? 4 : msgs;
+            for (int i = 0; i < k; i++) {
+                TRY(sperli_recv(s, peer, TAG_DATA, &n));
+                TRY(sperli_result(s, big, BIG, &n));
+            }
+            TRY(sperli_send(s, peer, TAG_ACK, NULL, 0));
+        }
+    }
+    free(big);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && strcmp(argv[1], "codes") == 0) {
+        for (int c = SPERLI_E_SESSION; c <= 0; c++) printf("%d\t%s\n", c, sperli_strerror(c));
+        for (int c = 1601; c <= 1625; c++) printf("%d\t%s\n", c, sperli_strerror(c));
+        return 0;
+    }
+    int mode_echo = argc == 2 && strcmp(argv[1], "echo") == 0;
+    int mode_bench = argc == 4 && strcmp(argv[1], "bench") == 0;
+    if (!mode_echo && !mode_bench) {
+        fprintf(stderr, "usage: cpeer codes | cpeer echo | cpeer bench PINGS MESSAGES\n");
+        return 2;
+    }
+    int rc = sperli_init_stdin(&s);
+    printf("init=%d\n", rc);
+    fflush(stdout);
+    if (rc != 0) return end(SPERLI_NONE, rc);
+    int size;
+    sperli_rank(s, &rank);
+    sperli_size(s, &size);
+    if (size != 2) return end(s, SPERLI_E_RANK);
+    peer = 1 - rank;
+    rc = mode_echo ? echo() : bench(atoi(argv[2]), atoi(argv[3]));
+    return end(s, rc);
+}

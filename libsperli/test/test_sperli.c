@@ -1,0 +1,647 @@
+/*
+ * test_sperli — every function of libsperli, given each kind of wrong
+ * input, answers the code of the table in sperli.h, does nothing else (the
+ * job goes on, kept messages and results stay), and never ends the
+ * process. Run by scripts/libsperli/check-libsperli.sh:
+ *
+ *   test_sperli ONE.job TWO.job CKPTDIR < ONE.job
+ *
+ * ONE.job is rank 0 of a job of one rank, TWO.job rank 0 of a job of two
+ * ranks whose rank 1 never comes (made by `sperli job make` on a free
+ * loopback address), CKPTDIR an empty directory. It prints one line per
+ * failed check on standard error and "test_sperli: ok (N checks)" at the
+ * end; the exit status is 0 only when every check held.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sperli.h"
+
+static int checks, failures;
+
+#define EXPECT(call, want)                                                                  \
+    do {                                                                                    \
+        int rc_ = (call);                                                                   \
+        int want_ = (want);                                                                 \
+        checks++;                                                                           \
+        if (rc_ != want_) {                                                                 \
+            failures++;                                                                     \
+            fprintf(stderr, "test_sperli.c:%d: %s = %d (%s), want %d (%s)\n", __LINE__,     \
+                    #call, rc_, sperli_strerror(rc_), want_, sperli_strerror(want_));       \
+        }                                                                                   \
+    } while (0)
+
+#define CHECK(cond)                                                                         \
+    do {                                                                                    \
+        checks++;                                                                           \
+        if (!(cond)) {                                                                      \
+            failures++;                                                                     \
+            fprintf(stderr, "test_sperli.c:%d: %s does not hold\n", __LINE__, #cond);        \
+        }                                                                                   \
+    } while (0)
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* read_line returns the first line of a file (with its "\n"), malloc'd. */
+static char *read_line(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        perror(path);
+        exit(2);
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    if (getline(&line, &cap, f) < 0) {
+        fprintf(stderr, "%s: no line\n", path);
+        exit(2);
+    }
+    fclose(f);
+    return line;
+}
+
+/* with_join_ms returns line with "join_ms" set: a short join window. */
+static char *with_join_ms(const char *line, int ms) {
+    char *out = malloc(strlen(line) + 64);
+    sprintf(out, "{\"join_ms\":%d,%s", ms, line + 1);
+    return out;
+}
+
+/* replace returns s with the first "from" replaced by "to", malloc'd. */
+static char *replace(const char *s, const char *from, const char *to) {
+    const char *p = strstr(s, from);
+    if (p == NULL) return NULL;
+    char *out = malloc(strlen(s) + strlen(to) + 1);
+    memcpy(out, s, (size_t)(p - s));
+    strcpy(out + (p - s), to);
+    strcat(out, p + strlen(from));
+    return out;
+}
+
+static int starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+static char msg[4096];
+
+/* last returns the last error's message. */
+static const char *last(void) {
+    size_t n;
+    if (sperli_last_error(msg, sizeof msg, &n) != 0) return "(sperli_last_error failed)";
+    return msg;
+}
+
+/* every_function_refuses calls every function that takes a session with
+ * session s and otherwise right arguments, and wants code want. */
+static void every_function_refuses(sperli_t s, int want) {
+    char buf[64] = "data";
+    size_t n = 99;
+    int i = 99;
+    uint32_t u = 99;
+    sperli_op op = 99;
+    EXPECT(sperli_rank(s, &i), want);
+    EXPECT(sperli_size(s, &i), want);
+    EXPECT(sperli_job(s, buf, sizeof buf), want);
+    EXPECT(sperli_incarnation(s, &u), want);
+    EXPECT(sperli_send(s, 0, 1, buf, 4), want);
+    EXPECT(sperli_recv(s, 0, 1, &n), want);
+    EXPECT(sperli_start_send(s, 0, 1, buf, 4, &op), want);
+    EXPECT(sperli_finish_send(s, op), want);
+    EXPECT(sperli_start_recv(s, 0, 1, &op), want);
+    EXPECT(sperli_finish_recv(s, op, &n), want);
+    EXPECT(sperli_barrier(s), want);
+    EXPECT(sperli_bcast(s, 0, buf, 4, &n), want);
+    EXPECT(sperli_reduce(s, 0, SPERLI_INT32, SPERLI_SUM, buf, 4, &n), want);
+    EXPECT(sperli_allreduce(s, SPERLI_INT32, SPERLI_SUM, buf, 4, &n), want);
+    EXPECT(sperli_gather(s, 0, buf, 4, &n), want);
+    EXPECT(sperli_scatter(s, 0, buf, 4, &n), want);
+    EXPECT(sperli_set_silence(s, 1000), want);
+    EXPECT(sperli_heartbeat(s), want);
+    EXPECT(sperli_use_checkpoints(s, "ckpt"), want);
+    EXPECT(sperli_checkpoint(s, buf, 4), want);
+    EXPECT(sperli_resume(s, &i, &n), want);
+    EXPECT(sperli_result(s, buf, sizeof buf, &n), want);
+    EXPECT(sperli_finish(s), want);
+    EXPECT(sperli_abort(s), want);
+    /* nothing was written */
+    CHECK(n == 99 && i == 99 && u == 99 && op == 99 && strcmp(buf, "data") == 0);
+}
+
+static void test_strerror(void) {
+    static const struct {
+        int code;
+        const char *prefix;
+    } table[] = {
+        {SPERLI_OK, "ok"},
+        {SPERLI_E_NULL, "SPERLI_E_NULL: "},
+        {SPERLI_E_LENGTH, "SPERLI_E_LENGTH: "},
+        {SPERLI_E_RANK, "SPERLI_E_RANK: "},
+        {SPERLI_E_TAG, "SPERLI_E_TAG: "},
+        {SPERLI_E_TYPE, "SPERLI_E_TYPE: "},
+        {SPERLI_E_OP, "SPERLI_E_OP: "},
+        {SPERLI_E_COUNT, "SPERLI_E_COUNT: "},
+        {SPERLI_E_HANDLE, "SPERLI_E_HANDLE: "},
+        {SPERLI_E_PATH, "SPERLI_E_PATH: "},
+        {SPERLI_E_BUSY, "SPERLI_E_BUSY: "},
+        {SPERLI_E_OPERATION, "SPERLI_E_OPERATION: "},
+        {SPERLI_E_FINISHED, "SPERLI_E_FINISHED: "},
+        {SPERLI_E_OPEN, "SPERLI_E_OPEN: "},
+        {SPERLI_E_SESSION, "SPERLI_E_SESSION: "},
+    };
+    /* The numbers are stable. */
+    CHECK(SPERLI_E_NULL == -1 && SPERLI_E_LENGTH == -2 && SPERLI_E_RANK == -3 && SPERLI_E_TAG == -4 &&
+          SPERLI_E_TYPE == -5 && SPERLI_E_OP == -6 && SPERLI_E_COUNT == -7 && SPERLI_E_HANDLE == -8 &&
+          SPERLI_E_PATH == -9 && SPERLI_E_BUSY == -10 && SPERLI_E_OPERATION == -11 &&
+          SPERLI_E_FINISHED == -12 && SPERLI_E_OPEN == -13 && SPERLI_E_SESSION == -14);
+    for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
+        CHECK(starts(sperli_strerror(table[k].code), table[k].prefix));
+    for (int c = 1601; c <= 1625; c++) {
+        char want[16];
+        snprintf(want, sizeof want, "H%d: ", c);
+        CHECK(starts(sperli_strerror(c), want));
+    }
+    CHECK(strcmp(sperli_strerror(-15), "unknown code") == 0);
+    CHECK(strcmp(sperli_strerror(1600), "unknown code") == 0);
+    CHECK(strcmp(sperli_strerror(1626), "unknown code") == 0);
+    CHECK(strcmp(sperli_strerror(INT_MIN), "unknown code") == 0);
+}
+
+static void test_no_session(const char *one) {
+    size_t n = 99;
+    int st = 99;
+    sperli_t s = 77;
+    /* last_error: nothing yet, and its own wrong arguments */
+    EXPECT(sperli_last_error(NULL, 0, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_last_error(NULL, 5, &n), SPERLI_E_NULL);
+    EXPECT(sperli_last_error(msg, sizeof msg, &n), 0);
+    CHECK(n == 0 && msg[0] == 0);
+
+    /* handles that are no session: never given, made up */
+    every_function_refuses(SPERLI_NONE, SPERLI_E_HANDLE);
+    every_function_refuses(1, SPERLI_E_HANDLE);
+    every_function_refuses(-1, SPERLI_E_HANDLE);
+    every_function_refuses(12345, SPERLI_E_HANDLE);
+    every_function_refuses(INT_MIN, SPERLI_E_HANDLE);
+    CHECK(starts(last(), "SPERLI_E_HANDLE: sperli_abort: "));
+    EXPECT(sperli_exit(3, 0, &st), SPERLI_E_HANDLE);
+    EXPECT(sperli_exit(SPERLI_NONE, 0, NULL), SPERLI_E_NULL);
+    CHECK(st == 99);
+
+    /* init: pointers, length, and descriptions the job refuses */
+    EXPECT(sperli_init(NULL, &s), SPERLI_E_NULL);
+    EXPECT(sperli_init(one, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_init_stdin(NULL), SPERLI_E_NULL);
+    char *big = malloc((size_t)SPERLI_MAX_JOB_LINE + 2);
+    memset(big, 'x', (size_t)SPERLI_MAX_JOB_LINE + 1);
+    big[SPERLI_MAX_JOB_LINE + 1] = 0;
+    EXPECT(sperli_init(big, &s), SPERLI_E_LENGTH);
+    CHECK(starts(last(), "SPERLI_E_LENGTH: sperli_init: "));
+    big[SPERLI_MAX_JOB_LINE] = 0; /* exactly the limit: no length error, but no JSON */
+    EXPECT(sperli_init(big, &s), SPERLI_H1615);
+    free(big);
+    EXPECT(sperli_init("", &s), SPERLI_H1615);
+    CHECK(starts(last(), "H1615: job description missing"));
+    EXPECT(sperli_init("\n", &s), SPERLI_H1615);
+    EXPECT(sperli_init("{}", &s), SPERLI_H1615);
+    EXPECT(sperli_init("not json", &s), SPERLI_H1615);
+    EXPECT(sperli_init("{\"v\":1", &s), SPERLI_H1615);
+    char *cut = strdup(one);
+    cut[strlen(cut) / 2] = 0;
+    EXPECT(sperli_init(cut, &s), SPERLI_H1615);
+    free(cut);
+    char *unknown = replace(one, "{", "{\"x\":1,");
+    EXPECT(sperli_init(unknown, &s), SPERLI_H1615);
+    CHECK(strstr(last(), "unknown field") != NULL);
+    free(unknown);
+    /* a reserved host in the host table: H1614 before anything starts */
+    const char *h = strstr(one, "\"host\":\"");
+    CHECK(h != NULL);
+    if (h != NULL) {
+        char host[300];
+        const char *a = h + strlen("\"host\":\""), *b = strchr(a, '"');
+        snprintf(host, sizeof host, "\"host\":\"%.*s\"", (int)(b - a), a);
+        char *refused = replace(one, host, "\"host\":\"x.host-a.invalid\"");
+        EXPECT(sperli_init(refused, &s), SPERLI_H1614);
+        CHECK(starts(last(), "H1614: "));
+        free(refused);
+    }
+    CHECK(s == 77); /* never written */
+}
+
+static void test_session(const char *one, const char *ckpt, sperli_t *kept) {
+    sperli_t s = 0, s2 = 77;
+    size_t n;
+    int i;
+    char buf[256];
+    EXPECT(sperli_init(one, &s), 0);
+    CHECK(s > 0);
+    *kept = s;
+    /* one session per process */
+    EXPECT(sperli_init(one, &s2), SPERLI_E_SESSION);
+    EXPECT(sperli_init_stdin(&s2), SPERLI_E_SESSION);
+    CHECK(s2 == 77);
+    CHECK(starts(last(), "SPERLI_E_SESSION: sperli_init_stdin: "));
+    every_function_refuses(s + 1, SPERLI_E_HANDLE);
+    every_function_refuses(-s, SPERLI_E_HANDLE);
+
+    /* rank, size, job, incarnation */
+    int rank = -1, size = -1;
+    uint32_t inc = 99;
+    EXPECT(sperli_rank(s, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_size(s, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_incarnation(s, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_job(s, NULL, 33), SPERLI_E_NULL);
+    strcpy(buf, "untouched");
+    EXPECT(sperli_job(s, buf, 32), SPERLI_E_LENGTH);
+    EXPECT(sperli_job(s, buf, 0), SPERLI_E_LENGTH);
+    CHECK(strcmp(buf, "untouched") == 0);
+    EXPECT(sperli_rank(s, &rank), 0);
+    EXPECT(sperli_size(s, &size), 0);
+    EXPECT(sperli_incarnation(s, &inc), 0);
+    EXPECT(sperli_job(s, buf, 33), 0);
+    CHECK(rank == 0 && size == 1 && inc == 0);
+    CHECK(strlen(buf) == 32 && strspn(buf, "0123456789abcdef") == 32);
+    CHECK(strstr(one, buf) != NULL);
+
+    /* send: each wrong argument, in the order of the header */
+    const char *hello = "hello";
+    EXPECT(sperli_send(s, 1, 1, hello, 5), SPERLI_E_RANK);
+    CHECK(starts(last(), "SPERLI_E_RANK: sperli_send: rank 1 is outside the job (size 1)"));
+    EXPECT(sperli_send(s, -1, 1, hello, 5), SPERLI_E_RANK);
+    EXPECT(sperli_send(s, INT_MAX, 1, hello, 5), SPERLI_E_RANK);
+    EXPECT(sperli_send(s, INT_MIN, 1, hello, 5), SPERLI_E_RANK);
+    EXPECT(sperli_send(s, 0, -1, hello, 5), SPERLI_E_TAG);
+    EXPECT(sperli_send(s, 0, INT_MIN, hello, 5), SPERLI_E_TAG);
+    EXPECT(sperli_send(s, 0, 1, NULL, 5), SPERLI_E_NULL);
+    EXPECT(sperli_send(s, 0, 1, hello, (size_t)SPERLI_MAX_MESSAGE + 1), SPERLI_E_LENGTH);
+    EXPECT(sperli_send(s, 0, 1, hello, SIZE_MAX), SPERLI_E_LENGTH);
+    EXPECT(sperli_send(s, 7, -1, NULL, SIZE_MAX), SPERLI_E_RANK); /* the first wrong one */
+    EXPECT(sperli_send(s, 0, -1, NULL, SIZE_MAX), SPERLI_E_TAG);
+    EXPECT(sperli_send(s, 0, 0, NULL, SIZE_MAX), SPERLI_E_NULL);
+
+    /* recv */
+    size_t keep = 12345;
+    EXPECT(sperli_recv(s, 1, 1, &keep), SPERLI_E_RANK);
+    EXPECT(sperli_recv(s, -5, 1, &keep), SPERLI_E_RANK);
+    EXPECT(sperli_recv(s, 0, -1, &keep), SPERLI_E_TAG);
+    EXPECT(sperli_recv(s, 0, 1, NULL), SPERLI_E_NULL);
+    CHECK(keep == 12345);
+
+    /* messages to this rank itself; the wrong calls between changed nothing */
+    EXPECT(sperli_send(s, 0, 1, "a", 1), 0);
+    EXPECT(sperli_send(s, 0, 1, "a", (size_t)SPERLI_MAX_MESSAGE + 1), SPERLI_E_LENGTH);
+    EXPECT(sperli_send(s, 0, 2, hello, 5), 0);
+    EXPECT(sperli_send(s, 0, 1, NULL, 0), 0); /* an empty message */
+    EXPECT(sperli_send(s, 0, SPERLI_MAX_TAG, "max", 3), 0);
+    EXPECT(sperli_recv(s, 0, 1, &n), 0);
+    CHECK(n == 1);
+    EXPECT(sperli_recv(s, 0, 1, &n), 0);
+    CHECK(n == 0);
+    EXPECT(sperli_recv(s, 0, SPERLI_MAX_TAG, &n), 0);
+    CHECK(n == 3);
+    EXPECT(sperli_recv(s, 0, 2, &n), 0);
+    CHECK(n == 5);
+
+    /* result: short buffers tell the length and keep the result */
+    memset(buf, 0, sizeof buf);
+    n = 0;
+    EXPECT(sperli_result(s, buf, 4, &n), SPERLI_E_LENGTH);
+    CHECK(n == 5 && buf[0] == 0);
+    CHECK(starts(last(), "SPERLI_E_LENGTH: sperli_result: buffer of 4 bytes, the result is 5"));
+    n = 0;
+    EXPECT(sperli_result(s, NULL, 0, &n), SPERLI_E_LENGTH);
+    CHECK(n == 5);
+    EXPECT(sperli_result(s, NULL, 4, &n), SPERLI_E_NULL);
+    EXPECT(sperli_result(s, buf, sizeof buf, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_result(s, buf, 5, &n), 0);
+    CHECK(n == 5 && memcmp(buf, "hello", 5) == 0);
+    memset(buf, 0, sizeof buf);
+    EXPECT(sperli_result(s, buf, sizeof buf, &n), 0); /* it stays */
+    CHECK(n == 5 && memcmp(buf, "hello", 5) == 0);
+    /* a refused call that makes data leaves the result */
+    EXPECT(sperli_recv(s, 9, 2, &n), SPERLI_E_RANK);
+    EXPECT(sperli_reduce(s, 0, 0, SPERLI_SUM, buf, 8, &n), SPERLI_E_TYPE);
+    EXPECT(sperli_result(s, buf, sizeof buf, &n), 0);
+    CHECK(n == 5 && memcmp(buf, "hello", 5) == 0);
+
+    /* open operations */
+    sperli_op sop = 0, rop = 0, op = 4242;
+    EXPECT(sperli_start_send(s, 1, 3, hello, 5, &op), SPERLI_E_RANK);
+    EXPECT(sperli_start_send(s, 0, -3, hello, 5, &op), SPERLI_E_TAG);
+    EXPECT(sperli_start_send(s, 0, 3, NULL, 5, &op), SPERLI_E_NULL);
+    EXPECT(sperli_start_send(s, 0, 3, hello, (size_t)SPERLI_MAX_MESSAGE + 1, &op), SPERLI_E_LENGTH);
+    EXPECT(sperli_start_send(s, 0, 3, hello, 5, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_start_recv(s, 1, 3, &op), SPERLI_E_RANK);
+    EXPECT(sperli_start_recv(s, 0, -3, &op), SPERLI_E_TAG);
+    EXPECT(sperli_start_recv(s, 0, 3, NULL), SPERLI_E_NULL);
+    CHECK(op == 4242);
+    EXPECT(sperli_start_recv(s, 0, 3, &rop), 0);
+    char mutable[6] = "world";
+    EXPECT(sperli_start_send(s, 0, 3, mutable, 5, &sop), 0);
+    memcpy(mutable, "XXXXX", 5); /* start_send copied */
+    CHECK(sop > 0 && rop > 0 && sop != rop);
+    /* finish with open operations: refused, nothing done */
+    EXPECT(sperli_finish(s), SPERLI_E_OPEN);
+    CHECK(starts(last(), "SPERLI_E_OPEN: sperli_finish: 2 operation(s) still open"));
+    EXPECT(sperli_rank(s, &i), 0);
+    /* wrong kinds, made-up handles */
+    EXPECT(sperli_finish_send(s, rop), SPERLI_E_OPERATION);
+    CHECK(strstr(last(), "is not a send") != NULL);
+    EXPECT(sperli_finish_recv(s, sop, &n), SPERLI_E_OPERATION);
+    EXPECT(sperli_finish_send(s, 0), SPERLI_E_OPERATION);
+    EXPECT(sperli_finish_send(s, -1), SPERLI_E_OPERATION);
+    EXPECT(sperli_finish_send(s, 12345), SPERLI_E_OPERATION);
+    EXPECT(sperli_finish_send(s, ((sperli_op)1 << 32) | 1), SPERLI_E_OPERATION);
+    EXPECT(sperli_finish_send(s, sop + 1), SPERLI_E_OPERATION);
+    EXPECT(sperli_finish_send(s, sop + ((sperli_op)1 << 32)), SPERLI_E_OPERATION);
+    EXPECT(sperli_finish_send(s, INT64_MAX), SPERLI_E_OPERATION);
+    EXPECT(sperli_finish_send(s, INT64_MIN), SPERLI_E_OPERATION);
+    EXPECT(sperli_finish_recv(s, 77, &n), SPERLI_E_OPERATION);
+    EXPECT(sperli_finish_recv(s, rop, NULL), SPERLI_E_NULL); /* rop stays open */
+    /* a checkpoint with an open operation is H1624 (every rank), nothing written */
+    EXPECT(sperli_use_checkpoints(s, ckpt), 0);
+    EXPECT(sperli_checkpoint(s, "x", 1), SPERLI_H1624);
+    CHECK(starts(last(), "H1624: "));
+    /* now the right calls */
+    EXPECT(sperli_finish_send(s, sop), 0);
+    EXPECT(sperli_finish_send(s, sop), SPERLI_E_OPERATION); /* exactly once */
+    CHECK(starts(last(), "SPERLI_E_OPERATION: sperli_finish_send: "));
+    EXPECT(sperli_finish_recv(s, rop, &n), 0);
+    CHECK(n == 5);
+    EXPECT(sperli_result(s, buf, sizeof buf, &n), 0);
+    CHECK(n == 5 && memcmp(buf, "world", 5) == 0);
+    EXPECT(sperli_finish_recv(s, rop, &n), SPERLI_E_OPERATION);
+    /* many at once: slots are reused, handles are not */
+    sperli_op ops[100];
+    for (int k = 0; k < 100; k++) EXPECT(sperli_start_send(s, 0, 9, &k, sizeof k, &ops[k]), 0);
+    for (int k = 0; k < 100; k++) EXPECT(sperli_finish_send(s, ops[k]), 0);
+    for (int k = 0; k < 100; k++) {
+        EXPECT(sperli_recv(s, 0, 9, &n), 0);
+        int got = -1;
+        EXPECT(sperli_result(s, &got, sizeof got, &n), 0);
+        CHECK(n == sizeof got && got == k);
+    }
+    EXPECT(sperli_start_recv(s, 0, 9, &op), 0);
+    CHECK(op != ops[0]);
+    EXPECT(sperli_finish_send(s, ops[0]), SPERLI_E_OPERATION);
+    EXPECT(sperli_finish_recv(s, ops[0], &n), SPERLI_E_OPERATION);
+    EXPECT(sperli_send(s, 0, 9, "z", 1), 0);
+    EXPECT(sperli_finish_recv(s, op, &n), 0);
+    CHECK(n == 1);
+
+    /* collectives in a job of one rank */
+    int64_t v[2] = {5, 7}, w[2];
+    char big1[1];
+    EXPECT(sperli_barrier(s), 0);
+    /* types and reductions the header does not know: negative, on this rank */
+    EXPECT(sperli_reduce(s, 0, 0, SPERLI_SUM, v, sizeof v, &n), SPERLI_E_TYPE);
+    EXPECT(sperli_reduce(s, 0, 8, SPERLI_SUM, v, sizeof v, &n), SPERLI_E_TYPE);
+    EXPECT(sperli_reduce(s, 0, -1, SPERLI_SUM, v, sizeof v, &n), SPERLI_E_TYPE);
+    EXPECT(sperli_reduce(s, 0, INT_MAX, SPERLI_SUM, v, sizeof v, &n), SPERLI_E_TYPE);
+    EXPECT(sperli_reduce(s, 0, SPERLI_INT64, 0, v, sizeof v, &n), SPERLI_E_OP);
+    EXPECT(sperli_reduce(s, 0, SPERLI_INT64, 11, v, sizeof v, &n), SPERLI_E_OP);
+    EXPECT(sperli_reduce(s, 0, SPERLI_INT64, -2, v, sizeof v, &n), SPERLI_E_OP);
+    EXPECT(sperli_reduce(s, 0, SPERLI_INT64, SPERLI_SUM, NULL, 16, &n), SPERLI_E_NULL);
+    EXPECT(sperli_reduce(s, 0, SPERLI_INT64, SPERLI_SUM, v, 16, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_reduce(s, 9, 0, 0, NULL, 16, NULL), SPERLI_E_TYPE); /* first wrong: type */
+    EXPECT(sperli_allreduce(s, 99, SPERLI_SUM, v, sizeof v, &n), SPERLI_E_TYPE);
+    EXPECT(sperli_allreduce(s, SPERLI_INT64, 99, v, sizeof v, &n), SPERLI_E_OP);
+    EXPECT(sperli_allreduce(s, SPERLI_INT64, SPERLI_SUM, NULL, 8, &n), SPERLI_E_NULL);
+    EXPECT(sperli_allreduce(s, SPERLI_INT64, SPERLI_SUM, v, 8, NULL), SPERLI_E_NULL);
+    /* wrong calls every rank sees: H1618, and the job goes on */
+    EXPECT(sperli_reduce(s, 1, SPERLI_INT64, SPERLI_SUM, v, sizeof v, &n), SPERLI_H1618);
+    CHECK(starts(last(), "H1618: root 1 is outside the job (size 1)"));
+    EXPECT(sperli_reduce(s, -1, SPERLI_INT64, SPERLI_SUM, v, sizeof v, &n), SPERLI_H1618);
+    EXPECT(sperli_reduce(s, 0, SPERLI_FLOAT64, SPERLI_BAND, v, sizeof v, &n), SPERLI_H1618);
+    CHECK(strstr(last(), "does not fit") != NULL);
+    EXPECT(sperli_reduce(s, 0, SPERLI_BYTES, SPERLI_SUM, v, sizeof v, &n), SPERLI_H1618);
+    EXPECT(sperli_reduce(s, 0, SPERLI_INT64, SPERLI_SUM, v, 7, &n), SPERLI_H1618);
+    CHECK(strstr(last(), "no whole number") != NULL);
+    EXPECT(sperli_allreduce(s, SPERLI_FLOAT32, SPERLI_LXOR, v, 8, &n), SPERLI_H1618);
+    EXPECT(sperli_allreduce(s, SPERLI_INT32, SPERLI_SUM, v, 6, &n), SPERLI_H1618);
+    /* data over the limit: refused before a byte of it is read */
+    EXPECT(sperli_allreduce(s, SPERLI_BYTES, SPERLI_BOR, big1, (size_t)SPERLI_MAX_COLLECTIVE + 1, &n),
+           SPERLI_H1618);
+    EXPECT(sperli_allreduce(s, SPERLI_BYTES, SPERLI_BOR, big1, SIZE_MAX, &n), SPERLI_H1618);
+    EXPECT(sperli_gather(s, 0, big1, SIZE_MAX, &n), SPERLI_H1618);
+    EXPECT(sperli_bcast(s, 0, big1, SIZE_MAX, &n), SPERLI_H1618);
+    EXPECT(sperli_scatter(s, 0, big1, SIZE_MAX, &n), SPERLI_H1618);
+    /* and the right calls after all that */
+    EXPECT(sperli_reduce(s, 0, SPERLI_INT64, SPERLI_SUM, v, sizeof v, &n), 0);
+    CHECK(n == 16);
+    EXPECT(sperli_result(s, w, sizeof w, &n), 0);
+    CHECK(w[0] == 5 && w[1] == 7);
+    int32_t t[3] = {0, 5, -3}, u[3];
+    EXPECT(sperli_allreduce(s, SPERLI_INT32, SPERLI_LAND, t, sizeof t, &n), 0);
+    EXPECT(sperli_result(s, u, sizeof u, &n), 0);
+    CHECK(n == 12 && u[0] == 0 && u[1] == 1 && u[2] == 1);
+    /* bcast: root's data; a root outside the job is H1618 whatever the data */
+    EXPECT(sperli_bcast(s, 0, NULL, 3, &n), SPERLI_E_NULL);
+    EXPECT(sperli_bcast(s, 0, "xyz", 3, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_bcast(s, 1, "xyz", 3, &n), SPERLI_H1618);
+    EXPECT(sperli_bcast(s, 5, NULL, 3, &n), SPERLI_H1618); /* no root here: data ignored */
+    EXPECT(sperli_bcast(s, INT_MIN, NULL, 0, &n), SPERLI_H1618);
+    EXPECT(sperli_bcast(s, 0, "xyz", 3, &n), 0);
+    CHECK(n == 3);
+    EXPECT(sperli_bcast(s, 0, NULL, 0, &n), 0);
+    CHECK(n == 0);
+    /* gather, scatter */
+    EXPECT(sperli_gather(s, 0, NULL, 2, &n), SPERLI_E_NULL);
+    EXPECT(sperli_gather(s, 0, "ab", 2, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_gather(s, 2, "ab", 2, &n), SPERLI_H1618);
+    EXPECT(sperli_gather(s, 0, "ab", 2, &n), 0);
+    EXPECT(sperli_result(s, buf, sizeof buf, &n), 0);
+    CHECK(n == 2 && memcmp(buf, "ab", 2) == 0);
+    EXPECT(sperli_scatter(s, 0, NULL, 3, &n), SPERLI_E_NULL);
+    EXPECT(sperli_scatter(s, 0, "abc", 3, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_scatter(s, 7, "abc", 3, &n), SPERLI_H1618);
+    EXPECT(sperli_scatter(s, 0, "abc", 3, &n), 0);
+    EXPECT(sperli_result(s, buf, sizeof buf, &n), 0);
+    CHECK(n == 3 && memcmp(buf, "abc", 3) == 0);
+    /* a collective that answered a code leaves an empty result */
+    EXPECT(sperli_scatter(s, 7, "abc", 3, &n), SPERLI_H1618);
+    CHECK(n == 0);
+    EXPECT(sperli_result(s, buf, sizeof buf, &n), 0);
+    CHECK(n == 0);
+    EXPECT(sperli_barrier(s), 0);
+
+    /* silence, heartbeat */
+    EXPECT(sperli_set_silence(s, 99), SPERLI_E_COUNT);
+    CHECK(starts(last(), "SPERLI_E_COUNT: sperli_set_silence: 99 ms is outside 100 to 86400000"));
+    EXPECT(sperli_set_silence(s, 0), SPERLI_E_COUNT);
+    EXPECT(sperli_set_silence(s, -1), SPERLI_E_COUNT);
+    EXPECT(sperli_set_silence(s, INT_MIN), SPERLI_E_COUNT);
+    EXPECT(sperli_set_silence(s, SPERLI_MAX_SILENCE_MS + 1), SPERLI_E_COUNT);
+    EXPECT(sperli_set_silence(s, INT_MAX), SPERLI_E_COUNT);
+    EXPECT(sperli_set_silence(s, SPERLI_MIN_SILENCE_MS), 0);
+    EXPECT(sperli_set_silence(s, SPERLI_MAX_SILENCE_MS), 0);
+    EXPECT(sperli_set_silence(s, 5000), 0);
+    EXPECT(sperli_heartbeat(s), 0);
+
+    /* checkpoints */
+    char *longpath = malloc(SPERLI_MAX_PATH + 2);
+    memset(longpath, 'a', SPERLI_MAX_PATH + 1);
+    longpath[SPERLI_MAX_PATH + 1] = 0;
+    EXPECT(sperli_use_checkpoints(s, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_use_checkpoints(s, longpath), SPERLI_E_PATH);
+    CHECK(starts(last(), "SPERLI_E_PATH: sperli_use_checkpoints: "));
+    free(longpath);
+    EXPECT(sperli_use_checkpoints(s, ""), SPERLI_H1625); /* the job has no --checkpoint-dir */
+    snprintf(buf, sizeof buf, "%s/not-a-dir", ckpt);
+    FILE *f = fopen(buf, "w");
+    if (f) fclose(f);
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s/sub", buf);
+    EXPECT(sperli_use_checkpoints(s, sub), SPERLI_H1625); /* cannot be made */
+    EXPECT(sperli_use_checkpoints(s, ckpt), 0);
+    EXPECT(sperli_checkpoint(s, NULL, 3), SPERLI_E_NULL);
+    EXPECT(sperli_resume(s, NULL, &n), SPERLI_E_NULL);
+    EXPECT(sperli_resume(s, &i, NULL), SPERLI_E_NULL);
+    i = 7;
+    EXPECT(sperli_resume(s, &i, &n), 0); /* a fresh start */
+    CHECK(i == 0 && n == 0);
+    EXPECT(sperli_checkpoint(s, "state-1", 7), 0);
+    EXPECT(sperli_checkpoint(s, "state-2", 7), 0);
+    EXPECT(sperli_checkpoint(s, NULL, 0), 0);
+    EXPECT(sperli_checkpoint(s, "state-4", 7), 0);
+    EXPECT(sperli_resume(s, &i, &n), 0);
+    CHECK(i == 1 && n == 7);
+    EXPECT(sperli_result(s, buf, sizeof buf, &n), 0);
+    CHECK(n == 7 && memcmp(buf, "state-4", 7) == 0);
+
+    /* the end: every function refuses the finished session */
+    EXPECT(sperli_finish(s), 0);
+    every_function_refuses(s, SPERLI_E_HANDLE);
+    CHECK(starts(last(), "SPERLI_E_HANDLE: "));
+    int st = 99;
+    EXPECT(sperli_exit(s, 0, &st), SPERLI_E_HANDLE);
+    CHECK(st == 99);
+}
+
+/* The second session reads its description from standard input, resumes
+ * the first session's checkpoint, and aborts. */
+static void test_stdin_abort(const char *ckpt, sperli_t first) {
+    sperli_t s = 0;
+    size_t n;
+    int i;
+    char buf[64];
+    EXPECT(sperli_init_stdin(&s), 0);
+    CHECK(s > 0 && s != first);
+    EXPECT(sperli_rank(first, &i), SPERLI_E_HANDLE);
+    EXPECT(sperli_use_checkpoints(s, ckpt), 0);
+    EXPECT(sperli_resume(s, &i, &n), 0);
+    CHECK(i == 1 && n == 7);
+    EXPECT(sperli_result(s, buf, sizeof buf, &n), 0);
+    CHECK(n == 7 && memcmp(buf, "state-4", 7) == 0);
+    sperli_op op;
+    EXPECT(sperli_start_recv(s, 0, 1, &op), 0);
+    EXPECT(sperli_abort(s), 0); /* with an open operation: abort ends it all */
+    every_function_refuses(s, SPERLI_E_HANDLE);
+    int st = 99;
+    EXPECT(sperli_exit(SPERLI_NONE, 0, &st), 0);
+    CHECK(st == 1); /* an aborted rank has failed */
+    EXPECT(sperli_init_stdin(&s), SPERLI_H1615); /* standard input is at its end now */
+}
+
+struct joiner {
+    const char *line;
+    sperli_t s;
+    int rc;
+    volatile int done;
+};
+
+/* join_thread waits in sperli_init; answered SPERLI_E_BUSY while the main
+ * thread's probe holds the library, it tries again. */
+static void *join_thread(void *arg) {
+    struct joiner *j = arg;
+    while ((j->rc = sperli_init(j->line, &j->s)) == SPERLI_E_BUSY) sleep_ms(1);
+    j->done = 1;
+    return NULL;
+}
+
+/* While one thread waits in sperli_init (a job whose rank 1 never comes,
+ * with a short join window), every other call is SPERLI_E_BUSY at once and
+ * changes nothing. */
+static void test_busy(const char *one, const char *two) {
+    char *line = with_join_ms(two, 2500);
+    struct joiner j = {line, 77, 0, 0};
+    pthread_t th;
+    size_t n;
+    int i;
+    char buf[64] = "x";
+    sperli_t s3 = 0;
+    /* a session to be busy against, so that handles are right */
+    EXPECT(sperli_init(one, &s3), 0);
+    EXPECT(sperli_finish(s3), 0);
+    EXPECT(sperli_rank(s3, &i), SPERLI_E_HANDLE); /* the last error before the busy phase */
+    pthread_create(&th, NULL, join_thread, &j);
+    int seen = 0;
+    for (int k = 0; k < 2000 && !seen && !j.done; k++) {
+        if (sperli_rank(s3, &i) == SPERLI_E_BUSY)
+            seen = 1;
+        else
+            sleep_ms(1);
+    }
+    CHECK(seen);
+    if (!seen) {
+        pthread_join(th, NULL);
+        free(line);
+        return;
+    }
+    sperli_op op = 0;
+    int st = 99;
+    EXPECT(sperli_init(one, &s3), SPERLI_E_BUSY);
+    EXPECT(sperli_init(NULL, NULL), SPERLI_E_BUSY);
+    EXPECT(sperli_init_stdin(&s3), SPERLI_E_BUSY);
+    EXPECT(sperli_last_error(buf, sizeof buf, &n), SPERLI_E_BUSY);
+    EXPECT(sperli_exit(SPERLI_NONE, 0, &st), SPERLI_E_BUSY);
+    every_function_refuses(s3, SPERLI_E_BUSY);
+    every_function_refuses(1, SPERLI_E_BUSY);
+    every_function_refuses(-1, SPERLI_E_BUSY);
+    EXPECT(sperli_finish_send(1, op), SPERLI_E_BUSY);
+    CHECK(strcmp(sperli_strerror(SPERLI_E_BUSY), "SPERLI_E_BUSY: another call of the library is running") == 0);
+    CHECK(st == 99 && !j.done);
+    pthread_join(th, NULL);
+    EXPECT(j.rc, SPERLI_H1610);
+    CHECK(j.s == 77);
+    /* the busy answers did not replace the last error */
+    CHECK(starts(last(), "H1610: rank 1 at "));
+    EXPECT(sperli_exit(SPERLI_NONE, j.rc, &st), 0);
+    CHECK(st == 1);
+    EXPECT(sperli_exit(SPERLI_NONE, 0, &st), 0);
+    CHECK(st == 0);
+    free(line);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_sperli ONE.job TWO.job CKPTDIR < ONE.job\n");
+        return 2;
+    }
+    char *one = read_line(argv[1]);
+    char *two = read_line(argv[2]);
+    sperli_t first = 0;
+
+    test_strerror();
+    test_no_session(one);
+    test_session(one, argv[3], &first);
+    /* a line without its line end works as well */
+    one[strcspn(one, "\r\n")] = 0;
+    test_stdin_abort(argv[3], first);
+    test_busy(one, two);
+
+    free(one);
+    free(two);
+    if (failures > 0) {
+        fprintf(stderr, "test_sperli: %d of %d checks failed\n", failures, checks);
+        return 1;
+    }
+    printf("test_sperli: ok (%d checks)\n", checks);
+    return 0;
+}
