@@ -329,7 +329,13 @@ func (p *peer) readLoop(br *bufio.Reader) {
 			}
 			continue
 		}
-		p.rmu.Lock()
+		if !p.rmu.TryLock() {
+			// A receiver is reading: it dispatches every frame it reads, so
+			// stay away another grace period rather than queue on the lock
+			// (which would hand the next frame to this goroutine).
+			p.foreground.Store(time.Now().UnixNano())
+			continue
+		}
 		if p.gone.Load() {
 			p.rmu.Unlock()
 			return
