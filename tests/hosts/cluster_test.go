@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
+	"sperli/tests/internal/testbin"
 	"strconv"
 	"strings"
 	"sync"
@@ -470,7 +471,7 @@ func (n *node) others() []string {
 		if n.sshd != nil && p == n.sshd.Process.Pid {
 			continue
 		}
-		if pi, ok := readStat(p); !ok || pi.state == "Z" {
+		if pi, ok := readStat(p); !ok || pi.State == "Z" {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%d %s", p, cmdline(p)))
@@ -626,40 +627,10 @@ func leftSSHD() []int {
 	var out []int
 	for _, p := range sshdPids {
 		if alive(p) {
-			out = append(out, p.pid)
+			out = append(out, p.PID)
 		}
 	}
 	return out
-}
-
-// A process seen in /proc.
-type procInfo struct {
-	pid   int
-	ppid  int
-	state string
-	start string // start time in clock ticks since boot: tells a reused pid
-}
-
-func readStat(pid int) (procInfo, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procInfo{}, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procInfo{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return procInfo{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return procInfo{pid: pid, ppid: ppid, state: f[0], start: f[19]}, true
-}
-
-func alive(p procInfo) bool {
-	now, ok := readStat(p.pid)
-	return ok && now.start == p.start && now.state != "Z"
 }
 
 // procsRunning returns the processes on this machine whose executable is
@@ -676,7 +647,7 @@ func procsRunning(exes ...string) []string {
 		if err != nil || !slices.Contains(exes, exe) {
 			continue
 		}
-		if pi, ok := readStat(pid); ok && pi.state != "Z" {
+		if pi, ok := readStat(pid); ok && pi.State != "Z" {
 			out = append(out, fmt.Sprintf("%d %s", pid, cmdline(pid)))
 		}
 	}
@@ -734,3 +705,13 @@ func lines(s string) []string {
 	}
 	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 }
+
+// The /proc helpers are testbin's.
+type procInfo = testbin.Proc
+
+var (
+	readStat = testbin.ReadProc
+	children = testbin.Children
+)
+
+func alive(p procInfo) bool { return p.Alive() }

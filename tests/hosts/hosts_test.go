@@ -274,7 +274,7 @@ func TestInterrupt(t *testing.T) {
 		interrupt(t, j, l)
 		for r, pi := range ranks {
 			if alive(pi) {
-				t.Errorf("rank %d (pid %d) still runs", r, pi.pid)
+				t.Errorf("rank %d (pid %d) still runs", r, pi.PID)
 			}
 		}
 	})

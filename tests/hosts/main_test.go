@@ -251,25 +251,10 @@ func (j *job) sperli(args ...string) *proc {
 // its children, and pid.
 func killTree(pid int) {
 	for _, c := range children(pid) {
-		syscall.Kill(-c.pid, syscall.SIGKILL)
-		syscall.Kill(c.pid, syscall.SIGKILL)
+		syscall.Kill(-c.PID, syscall.SIGKILL)
+		syscall.Kill(c.PID, syscall.SIGKILL)
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
-}
-
-func children(ppid int) []procInfo {
-	ents, _ := os.ReadDir("/proc")
-	var out []procInfo
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		if pi, ok := readStat(pid); ok && pi.ppid == ppid {
-			out = append(out, pi)
-		}
-	}
-	return out
 }
 
 // result is how a process ended.

@@ -114,8 +114,8 @@ func start(t *testing.T, env []string, dir string, args ...string) *proc {
 		default:
 		}
 		for _, c := range children(p.cmd.Process.Pid) {
-			syscall.Kill(-c.pid, syscall.SIGKILL) // each rank leads its own process group
-			syscall.Kill(c.pid, syscall.SIGKILL)
+			syscall.Kill(-c.PID, syscall.SIGKILL) // each rank leads its own process group
+			syscall.Kill(c.PID, syscall.SIGKILL)
 		}
 		p.cmd.Process.Kill()
 		<-p.done
@@ -212,72 +212,6 @@ func wantOneLine(t *testing.T, what, s string, want ...string) {
 	for _, w := range want {
 		if !strings.Contains(s, w) {
 			t.Errorf("%s: stderr = %q, want it to name %q", what, s, w)
-		}
-	}
-}
-
-// A process seen in /proc.
-type procInfo struct {
-	pid   int
-	ppid  int
-	state string
-	start string // start time in clock ticks since boot: tells a reused pid
-}
-
-// readStat reads /proc/PID/stat.
-func readStat(pid int) (procInfo, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procInfo{}, false
-	}
-	// The command name, field 2, is in parentheses and may hold blanks.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procInfo{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return procInfo{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return procInfo{pid: pid, ppid: ppid, state: f[0], start: f[19]}, true
-}
-
-// children returns the processes whose parent is ppid.
-func children(ppid int) []procInfo {
-	ents, _ := os.ReadDir("/proc")
-	var out []procInfo
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if pi, ok := readStat(pid); ok && pi.ppid == ppid {
-			out = append(out, pi)
-		}
-	}
-	return out
-}
-
-// alive reports whether the process p was is still there and not a zombie.
-func alive(p procInfo) bool {
-	now, ok := readStat(p.pid)
-	return ok && now.start == p.start && now.state != "Z"
-}
-
-// poll calls cond every 20 ms until it is true or ctx ends; it reports
-// whether cond became true.
-func poll(ctx context.Context, cond func() bool) bool {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if cond() {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return cond()
-		case <-tick.C:
 		}
 	}
 }
@@ -442,7 +376,7 @@ func waitPIDs(t *testing.T, ctx context.Context, launcher *proc, dir string, n i
 	var bad string
 	ok := poll(ctx, func() bool {
 		for r := range pids {
-			if pids[r].pid != 0 {
+			if pids[r].PID != 0 {
 				continue
 			}
 			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank-%d.pid", r)))
@@ -455,7 +389,7 @@ func waitPIDs(t *testing.T, ctx context.Context, launcher *proc, dir string, n i
 				return true
 			}
 			pi, ok := readStat(pid)
-			if !ok || pi.ppid != launcher.cmd.Process.Pid || pi.state == "Z" {
+			if !ok || pi.PPID != launcher.cmd.Process.Pid || pi.State == "Z" {
 				bad = fmt.Sprintf("rank %d (pid %d) is no running child of the launcher (pid %d): it ended early?", r, pid, launcher.cmd.Process.Pid)
 				return true
 			}
@@ -482,8 +416,8 @@ func TestRankKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	pids := waitPIDs(t, ctx, l, dir, 3)
-	if err := syscall.Kill(pids[2].pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill rank 2 (pid %d): %v", pids[2].pid, err)
+	if err := syscall.Kill(pids[2].PID, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill rank 2 (pid %d): %v", pids[2].PID, err)
 	}
 	// Silence 1000 ms: the job ends well within this bound.
 	r := l.wait(t, 30*time.Second)
@@ -635,7 +569,7 @@ func TestInterrupt(t *testing.T) {
 						return false
 					}
 					for _, k := range kids {
-						if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", k.pid)); exe != sperli || sockets(k.pid) < 2 {
+						if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", k.PID)); exe != sperli || sockets(k.PID) < 2 {
 							return false
 						}
 					}
@@ -649,7 +583,7 @@ func TestInterrupt(t *testing.T) {
 			t.Cleanup(func() {
 				for _, k := range kids {
 					if alive(k) {
-						syscall.Kill(k.pid, syscall.SIGKILL)
+						syscall.Kill(k.PID, syscall.SIGKILL)
 					}
 				}
 			})
@@ -682,7 +616,7 @@ func TestInterrupt(t *testing.T) {
 				var left []int
 				for _, k := range kids {
 					if alive(k) {
-						left = append(left, k.pid)
+						left = append(left, k.PID)
 					}
 				}
 				t.Errorf("ranks %v still run 10 s after the launcher ended", left)
@@ -808,3 +742,17 @@ func TestOutputFormat(t *testing.T) {
 		})
 	}
 }
+
+func poll(ctx context.Context, cond func() bool) bool {
+	return testbin.Poll(ctx, 20*time.Millisecond, cond)
+}
+
+// The /proc helpers are testbin's.
+type procInfo = testbin.Proc
+
+var (
+	readStat = testbin.ReadProc
+	children = testbin.Children
+)
+
+func alive(p procInfo) bool { return p.Alive() }

@@ -167,8 +167,8 @@ func (j *job) start(args ...string) *proc {
 		default:
 		}
 		for _, c := range children(p.cmd.Process.Pid) {
-			syscall.Kill(-c.pid, syscall.SIGKILL) // each rank leads its own process group
-			syscall.Kill(c.pid, syscall.SIGKILL)
+			syscall.Kill(-c.PID, syscall.SIGKILL) // each rank leads its own process group
+			syscall.Kill(c.PID, syscall.SIGKILL)
 		}
 		p.cmd.Process.Kill()
 		<-p.done
@@ -195,7 +195,7 @@ func (p *proc) wait(t testing.TB) result {
 	case <-p.done:
 	case <-ctx.Done():
 		for _, c := range children(p.cmd.Process.Pid) {
-			syscall.Kill(-c.pid, syscall.SIGKILL)
+			syscall.Kill(-c.PID, syscall.SIGKILL)
 		}
 		p.cmd.Process.Kill()
 		<-p.done
@@ -416,8 +416,8 @@ func TestExternalKill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	pids := waitPIDs(t, ctx, l, j.aux, 3)
-	if err := syscall.Kill(pids[1].pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill rank 1 (pid %d): %v", pids[1].pid, err)
+	if err := syscall.Kill(pids[1].PID, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill rank 1 (pid %d): %v", pids[1].PID, err)
 	}
 	r := l.wait(t)
 	if r.code != 0 {
@@ -439,7 +439,7 @@ func TestExternalKill(t *testing.T) {
 		}
 	}
 	if alive(pids[1]) {
-		t.Errorf("the killed rank 1 (pid %d) still runs", pids[1].pid)
+		t.Errorf("the killed rank 1 (pid %d) still runs", pids[1].PID)
 	}
 	checkDone(t, j, 3, stencilEpochs)
 }
@@ -772,67 +772,6 @@ func checkDone(t testing.TB, j *job, n, last int) {
 	}
 }
 
-// A process seen in /proc.
-type procInfo struct {
-	pid   int
-	ppid  int
-	state string
-	start string // start time in clock ticks since boot: tells a reused pid
-}
-
-func readStat(pid int) (procInfo, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procInfo{}, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procInfo{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return procInfo{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return procInfo{pid: pid, ppid: ppid, state: f[0], start: f[19]}, true
-}
-
-func children(ppid int) []procInfo {
-	ents, _ := os.ReadDir("/proc")
-	var out []procInfo
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if pi, ok := readStat(pid); ok && pi.ppid == ppid {
-			out = append(out, pi)
-		}
-	}
-	return out
-}
-
-func alive(p procInfo) bool {
-	now, ok := readStat(p.pid)
-	return ok && now.start == p.start && now.state != "Z"
-}
-
-// poll calls cond every 10 ms until it is true or ctx ends.
-func poll(ctx context.Context, cond func() bool) bool {
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if cond() {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return cond()
-		case <-tick.C:
-		}
-	}
-}
-
 // waitPIDs waits for the pid files of n ranks in dir and returns the
 // processes, each checked to be a running child of the launcher.
 func waitPIDs(t testing.TB, ctx context.Context, l *proc, dir string, n int) []procInfo {
@@ -841,7 +780,7 @@ func waitPIDs(t testing.TB, ctx context.Context, l *proc, dir string, n int) []p
 	var bad string
 	ok := poll(ctx, func() bool {
 		for r := range pids {
-			if pids[r].pid != 0 {
+			if pids[r].PID != 0 {
 				continue
 			}
 			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank-%d.pid", r)))
@@ -854,7 +793,7 @@ func waitPIDs(t testing.TB, ctx context.Context, l *proc, dir string, n int) []p
 				return true
 			}
 			pi, ok := readStat(pid)
-			if !ok || pi.ppid != l.cmd.Process.Pid || pi.state == "Z" {
+			if !ok || pi.PPID != l.cmd.Process.Pid || pi.State == "Z" {
 				bad = fmt.Sprintf("rank %d (pid %d) is no running child of the launcher (pid %d)", r, pid, l.cmd.Process.Pid)
 				return true
 			}
@@ -867,7 +806,7 @@ func waitPIDs(t testing.TB, ctx context.Context, l *proc, dir string, n int) []p
 	}
 	if bad != "" {
 		for _, c := range children(l.cmd.Process.Pid) {
-			syscall.Kill(-c.pid, syscall.SIGKILL)
+			syscall.Kill(-c.PID, syscall.SIGKILL)
 		}
 		l.cmd.Process.Kill()
 		<-l.done
@@ -985,3 +924,17 @@ func BenchmarkRecovery(b *testing.B) {
 	b.ReportMetric(float64(sum.join.Microseconds())/1000/n, "ms/join")
 	b.ReportMetric(float64(sum.resume.Microseconds())/1000/n, "ms/resume")
 }
+
+func poll(ctx context.Context, cond func() bool) bool {
+	return testbin.Poll(ctx, 20*time.Millisecond, cond)
+}
+
+// The /proc helpers are testbin's.
+type procInfo = testbin.Proc
+
+var (
+	readStat = testbin.ReadProc
+	children = testbin.Children
+)
+
+func alive(p procInfo) bool { return p.Alive() }
