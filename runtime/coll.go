@@ -125,7 +125,7 @@ func (c *Comm) mismatch(format string, args ...any) error {
 // an earlier call this rank completed (H1613), the sender finishing.
 func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (collFrame, error) {
 	kind := Kind(mine.Kind)
-	for {
+	for waited := false; ; waited = true {
 		c.mu.Lock()
 		if c.err != nil {
 			err := c.err
@@ -176,6 +176,15 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 			return collFrame{}, c.mismatch("collective mismatch in call %d: rank %d finished instead of calling %s", k, from, describe(kind, mine))
 		}
 		c.mu.Unlock()
+		if !waited {
+			// Collective frames are read by the reader goroutines: end a
+			// grace a receiver's reads started (peer.go).
+			for _, p := range c.peers {
+				if p != nil {
+					p.readSoon()
+				}
+			}
+		}
 		select {
 		case <-c.coll.notify:
 		case <-c.dead:

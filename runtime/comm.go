@@ -707,6 +707,7 @@ func (c *Comm) Finish() error {
 	for _, p := range c.peers {
 		if p != nil && !p.gone.Load() {
 			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Bye}})
+			p.readSoon() // the peer's bye
 		}
 	}
 	// Wait for every peer's bye (or its end), so that closing never resets a

@@ -1,6 +1,11 @@
 package runtime
 
-import "sperli/wire"
+import (
+	"net"
+	"time"
+
+	"sperli/wire"
+)
 
 // FreezeForTest stops c's monitor, so it sends no more heartbeats, as a
 // hung process would. Test only.
@@ -24,4 +29,20 @@ func InjectForTest(c *Comm, dest int, inc uint32, tag int, data []byte) {
 	p.bw.Write(b[:])
 	p.bw.Write(data)
 	p.bw.Flush()
+}
+
+// SpinLimitForTest is spinLimit: the read spin limit of rank j.Rank.
+var SpinLimitForTest = spinLimit
+
+// PeerSpinForTest is the spin limit of c's connection to rank r, or -1
+// when that connection stays in Go's poller (no fdConn below its TLS).
+func PeerSpinForTest(c *Comm, r int) time.Duration {
+	conn := c.peers[r].conn
+	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		conn = nc.NetConn()
+	}
+	if fc, ok := conn.(*fdConn); ok {
+		return time.Duration(fc.spin.Load())
+	}
+	return -1
 }

@@ -45,9 +45,16 @@ func TestSilence(t *testing.T) {
 	f.spec.SilenceMS = 400
 	comms := f.initAll(ctx)
 	// Freeze rank 1: it stops heartbeating (its monitor is stopped by the
-	// test hook) but keeps its connection open.
+	// test hook) but keeps its connection open. The limit counts from the
+	// last frame heard, so rank 1 sends one last message after start.
 	runtime.FreezeForTest(comms[1])
 	start := time.Now()
+	if err := comms[1].Send(ctx, 0, 2, []byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := comms[0].Recv(ctx, 1, 2); err != nil {
+		t.Fatal(err)
+	}
 	_, err := comms[0].Recv(ctx, 1, 1)
 	waited := time.Since(start)
 	wantCode(t, "Recv from a silent peer", err, codes.PeerLost)

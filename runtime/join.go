@@ -39,6 +39,7 @@ type joinState struct {
 	pool     *x509.CertPool
 	cert     tls.Certificate
 	deadline time.Time
+	spin     time.Duration // the reads' spin limit once joined (spin.go)
 
 	mu      sync.Mutex
 	refusal map[int]error // the last refusal seen for each rank (-1: unknown rank)
@@ -77,6 +78,10 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 	if !key.Public().(ed25519.PublicKey).Equal(leaf.PublicKey) {
 		return nil, codes.New(codes.JobMalformed, "job description: key does not match cert")
 	}
+	spin, err := spinLimit(j)
+	if err != nil {
+		return nil, err
+	}
 	c := newComm(j)
 	// The control channel is watched from the start: a launcher that goes
 	// while the rank still joins (it was interrupted, another rank could
@@ -97,6 +102,7 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 		c: c, j: j, pool: pool,
 		cert:     tls.Certificate{Certificate: [][]byte{j.Cert}, PrivateKey: key, Leaf: leaf},
 		deadline: time.Now().Add(j.joinWindow()),
+		spin:     spin,
 		refusal:  make(map[int]error),
 	}
 	ctx, cancel := context.WithDeadline(ctx, s.deadline)
@@ -170,6 +176,7 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 	}
 	for r, jn := range got {
 		jn.conn.SetDeadline(time.Time{})
+		setSpin(jn.conn, spin)
 		c.peers[r] = newPeer(c, r, jn.conn, jn.silence)
 	}
 	for _, p := range c.peers {
@@ -257,9 +264,14 @@ func (s *joinState) acceptLoop(ctx context.Context, ln net.Listener, results cha
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			jn, err := s.accept(ctx, raw)
+			conn, err := meshConn(raw, s.spin)
 			if err != nil {
 				raw.Close()
+				return
+			}
+			jn, err := s.accept(ctx, conn)
+			if err != nil {
+				conn.Close()
 				return
 			}
 			select {
@@ -449,8 +461,13 @@ func (s *joinState) dial(ctx context.Context, r int) (joined, error) {
 
 func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined, err error, final bool) {
 	var d net.Dialer
-	raw, err := d.DialContext(ctx, "tcp", addr)
+	tcp, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
+		return joined{}, err, false
+	}
+	raw, err := meshConn(tcp, s.spin)
+	if err != nil {
+		tcp.Close()
 		return joined{}, err, false
 	}
 	raw.SetDeadline(s.deadline)

@@ -73,7 +73,8 @@ type peer struct {
 	bw  *bufio.Writer
 	hb  [wire.HeaderSize]byte
 
-	kick chan struct{} // wakes the writer
+	kick  chan struct{} // wakes the writer
+	rkick chan struct{} // wakes the reader goroutine out of its grace (readSoon)
 	stop chan struct{} // closed to end the writer (after it drained)
 
 	rmu        sync.Mutex // held by whoever reads
@@ -100,6 +101,7 @@ func newPeer(c *Comm, rank int, conn net.Conn, silenceMS uint32) *peer {
 		credit:     Window,
 		bw:         bufio.NewWriterSize(conn, 64<<10),
 		kick:       make(chan struct{}, 1),
+		rkick:      make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 	}
@@ -182,8 +184,12 @@ func (p *peer) send(f *outFrame, wait bool) error {
 		return err
 	}
 	p.pending = append(p.pending, f)
+	starved := p.credit < cost
 	p.qmu.Unlock()
 	p.wake()
+	if starved {
+		p.readSoon() // the credit comes in a frame someone must read
+	}
 	if !wait || f.done == nil {
 		return nil
 	}
@@ -298,10 +304,15 @@ func (p *peer) writeLoop() {
 // dispatches them: a goroutine waiting in Recv for this peer reads itself
 // (the latency path: the message wakes the goroutine that wants it, with no
 // handoff), and the reader goroutine reads whenever no receiver has read in
-// the last readGrace, so that heartbeats, credits and aborts are never left
-// unread for long. A read interrupted by a deadline (ctx cancelled, the
-// job ended) keeps its partial frame in rs and goes on later.
-const readGrace = time.Millisecond
+// the last readGrace, so that heartbeats and aborts are never left unread
+// for long. Waits that need the reader goroutine now — a collective's
+// frames, credit for a held-back send, the byes of Finish — call readSoon,
+// which ends its grace at once. The grace is long because the reader
+// goroutine's timer is a wake-up of an idle thread each time it fires, and
+// a wake-up costs a spinning receiver as much as a round trip. A read
+// interrupted by a deadline (ctx cancelled, the job ended) keeps its
+// partial frame in rs and goes on later.
+const readGrace = 10 * time.Millisecond
 
 type readState struct {
 	hb      [wire.HeaderSize]byte
@@ -320,6 +331,7 @@ func (p *peer) readLoop(br *bufio.Reader) {
 			t.Reset(wait)
 			select {
 			case <-t.C:
+			case <-p.rkick:
 			case <-p.stop:
 				// Stopped: keep reading only what Finish still waits for.
 				if p.c.closing.Load() && !p.gone.Load() {
@@ -342,6 +354,16 @@ func (p *peer) readLoop(br *bufio.Reader) {
 		}
 		p.readOne()
 		p.rmu.Unlock()
+	}
+}
+
+// readSoon makes the reader goroutine read now if no receiver holds the
+// connection, rather than after its grace.
+func (p *peer) readSoon() {
+	p.foreground.Store(0)
+	select {
+	case p.rkick <- struct{}{}:
+	default:
 	}
 }
 

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package runtime
+
+import "net"
+
+// ownConn keeps the connection in Go's poller where this package has no
+// poller of its own: reads block at once, with no spin.
+func ownConn(c net.Conn) (net.Conn, error) { return c, nil }

@@ -1,0 +1,70 @@
+package runtime
+
+import (
+	"net"
+	"os"
+	goruntime "runtime"
+	"strconv"
+	"time"
+
+	"sperli/codes"
+)
+
+// The low-latency wait. A goroutine that blocks in a socket read parks in
+// Go's poller; when the answer comes, the poller's thread must be woken,
+// and on a machine whose idle processors halt (every virtual machine) that
+// wake-up costs tens of microseconds — more than a whole round trip on
+// loopback. MPI ranks poll instead. So a read below TLS first polls its
+// socket (non-blocking reads) for up to the spin limit, and blocks only
+// when nothing came in that time. The spin limit is SPERLI_SPIN_US
+// microseconds (default DefaultSpin); it is 0 — never spin — when this
+// host runs more ranks of the job than it has processors, as MPI turns on
+// yield-when-idle when oversubscribed, because a spinning rank would then
+// take the processor from one that computes. The handshake never spins:
+// the limit is set once the job has joined.
+const DefaultSpin = time.Millisecond
+
+// maxSpin is the largest SPERLI_SPIN_US, one second.
+const maxSpin = time.Second
+
+// spinLimit is the spin limit of rank j's reads (SPERLI_SPIN_US, then
+// the oversubscription rule).
+func spinLimit(j *Job) (time.Duration, error) {
+	if v, ok := os.LookupEnv("SPERLI_SPIN_US"); ok && v != "" {
+		us, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || us < 0 || time.Duration(us)*time.Microsecond > maxSpin {
+			return 0, codes.New(codes.OutOfRange, "SPERLI_SPIN_US=%q: want whole microseconds from 0 to %d", v, maxSpin/time.Microsecond)
+		}
+		return time.Duration(us) * time.Microsecond, nil
+	}
+	local := 0
+	for _, h := range j.Hosts {
+		if h.Host == j.Hosts[j.Rank].Host {
+			local++
+		}
+	}
+	if local > goruntime.NumCPU() {
+		return 0, nil
+	}
+	return DefaultSpin, nil
+}
+
+// meshConn is the connection a join runs TLS over: with a spin limit, an
+// fdConn outside Go's poller (where the platform has one), else raw.
+func meshConn(raw net.Conn, spin time.Duration) (net.Conn, error) {
+	if spin <= 0 {
+		return raw, nil
+	}
+	return ownConn(raw)
+}
+
+// setSpin sets the spin limit of conn's reads, if conn (or the connection
+// below its TLS) is an fdConn.
+func setSpin(conn net.Conn, d time.Duration) {
+	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		conn = nc.NetConn()
+	}
+	if sc, ok := conn.(interface{ setSpin(time.Duration) }); ok {
+		sc.setSpin(d)
+	}
+}
