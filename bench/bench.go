@@ -32,6 +32,7 @@ type Options struct {
 	Pings    int   // round trips per 64-byte measurement (default 1000)
 	Messages int   // 1 MiB messages per rate measurement (default 32)
 	Sizes    []int // the message-size sweep (default 64 B … 16 MiB)
+	Repeat   int   // runs of each pair measurement, interleaved; the median counts (default 5)
 	Self     string
 	Log      io.Writer // progress, or nil
 }
@@ -43,6 +44,7 @@ var DefaultSizes = []int{64, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 
 type Pair struct {
 	Name        string  `json:"name"`
 	RoundTripUS float64 `json:"roundtrip_64B_us"`
+	NoSpinUS    float64 `json:"roundtrip_64B_nospin_us,omitempty"` // SPERLI_SPIN_US=0
 	RateMBs     float64 `json:"rate_1MiB_MBps"`
 	RTRatio     float64 `json:"roundtrip_ratio_to_tls"`
 	RateRatio   float64 `json:"rate_ratio_to_tls"`
@@ -89,6 +91,9 @@ func (o *Options) defaults() {
 	if o.Messages <= 0 {
 		o.Messages = 32
 	}
+	if o.Repeat <= 0 {
+		o.Repeat = 5
+	}
 	if len(o.Sizes) == 0 {
 		o.Sizes = DefaultSizes
 	}
@@ -128,24 +133,40 @@ func Run(o Options) (*Report, error) {
 		{"starlark-go", kStar, kGo},
 		{"go-starlark", kGo, kStar},
 	}
-	var tls Pair
-	for _, p := range pairs {
-		fmt.Fprintf(o.Log, "bench: %s\n", p.name)
-		rt, err := r.measure([]kind{p.a, p.b}, "pingpong", 64, o.Pings)
-		if err != nil {
-			return nil, fmt.Errorf("%s round trip: %w", p.name, err)
+	// Each pair's measurements run Repeat times, the pairs interleaved, so
+	// that a slow spell of the machine falls on every pair alike; each
+	// figure is the median of its runs.
+	noSpin := []string{"SPERLI_SPIN_US=0"}
+	rt := make([][]float64, len(pairs))
+	rtNoSpin := make([][]float64, len(pairs))
+	st := make([][]float64, len(pairs))
+	for rep := 0; rep < o.Repeat; rep++ {
+		for i, p := range pairs {
+			fmt.Fprintf(o.Log, "bench: %s (%d of %d)\n", p.name, rep+1, o.Repeat)
+			ns, err := r.measure([]kind{p.a, p.b}, "pingpong", 64, o.Pings, nil)
+			if err != nil {
+				return nil, fmt.Errorf("%s round trip: %w", p.name, err)
+			}
+			rt[i] = append(rt[i], ns)
+			if p.a != kTLS {
+				if ns, err = r.measure([]kind{p.a, p.b}, "pingpong", 64, o.Pings, noSpin); err != nil {
+					return nil, fmt.Errorf("%s round trip without spin: %w", p.name, err)
+				}
+				rtNoSpin[i] = append(rtNoSpin[i], ns)
+			}
+			if ns, err = r.measure([]kind{p.a, p.b}, "stream", 1<<20, o.Messages, nil); err != nil {
+				return nil, fmt.Errorf("%s rate: %w", p.name, err)
+			}
+			st[i] = append(st[i], ns)
 		}
-		st, err := r.measure([]kind{p.a, p.b}, "stream", 1<<20, o.Messages)
-		if err != nil {
-			return nil, fmt.Errorf("%s rate: %w", p.name, err)
-		}
-		pr := Pair{Name: p.name, RoundTripUS: rt / 1e3, RateMBs: float64(o.Messages) * (1 << 20) / (st / 1e9) / 1e6}
-		if p.a == kTLS {
-			tls = pr
-		}
-		pr.RTRatio = pr.RoundTripUS / tls.RoundTripUS
-		pr.RateRatio = pr.RateMBs / tls.RateMBs
-		rep.Pairs = append(rep.Pairs, pr)
+	}
+	for i, p := range pairs {
+		rep.Pairs = append(rep.Pairs, Pair{Name: p.name, RoundTripUS: median(rt[i]) / 1e3, NoSpinUS: median(rtNoSpin[i]) / 1e3,
+			RateMBs: float64(o.Messages) * (1 << 20) / (median(st[i]) / 1e9) / 1e6})
+	}
+	for i := range rep.Pairs {
+		rep.Pairs[i].RTRatio = rep.Pairs[i].RoundTripUS / rep.Pairs[0].RoundTripUS // pairs[0] is the ceiling
+		rep.Pairs[i].RateRatio = rep.Pairs[i].RateMBs / rep.Pairs[0].RateMBs
 	}
 	for _, size := range o.Sizes {
 		fmt.Fprintf(o.Log, "bench: sweep %d bytes\n", size)
@@ -153,11 +174,11 @@ func Run(o Options) (*Report, error) {
 		msgs := max(4, min(4*o.Pings, (256<<20)/size))
 		pt := Point{Size: size}
 		for _, k := range []kind{kGo, kTLS} {
-			rt, err := r.measure([]kind{k, k}, "pingpong", size, pings)
+			rt, err := r.measure([]kind{k, k}, "pingpong", size, pings, nil)
 			if err != nil {
 				return nil, err
 			}
-			st, err := r.measure([]kind{k, k}, "stream", size, msgs)
+			st, err := r.measure([]kind{k, k}, "stream", size, msgs, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -171,7 +192,7 @@ func Run(o Options) (*Report, error) {
 		rep.Sweep = append(rep.Sweep, pt)
 	}
 	fmt.Fprintf(o.Log, "bench: allreduce\n")
-	ar, err := r.measure([]kind{kGo, kGo, kGo}, "allreduce", 16_000_000, 10)
+	ar, err := r.measure([]kind{kGo, kGo, kGo}, "allreduce", 16_000_000, 10, nil)
 	if err != nil {
 		return nil, fmt.Errorf("allreduce: %w", err)
 	}
@@ -184,7 +205,7 @@ func Run(o Options) (*Report, error) {
 		}
 		best := 0.0
 		for try := 0; try < 3; try++ {
-			ns, err := r.measure(ks, "join", 0, 0)
+			ns, err := r.measure(ks, "join", 0, 0, nil)
 			if err != nil {
 				return nil, fmt.Errorf("join of %d: %w", n, err)
 			}
@@ -206,7 +227,7 @@ func Run(o Options) (*Report, error) {
 
 // start starts the ranks of one job, kinds[i] for rank i, each with a
 // listening socket of its own and its description on stdin.
-func (r *runner) start(kinds []kind, args []string) ([]*exec.Cmd, []*bytes.Buffer, error) {
+func (r *runner) start(kinds []kind, args, env []string) ([]*exec.Cmd, []*bytes.Buffer, error) {
 	n := len(kinds)
 	table := make([]runtime.Host, n)
 	files := make([]*os.File, n)
@@ -248,6 +269,9 @@ func (r *runner) start(kinds []kind, args []string) ([]*exec.Cmd, []*bytes.Buffe
 			argv = append([]string{r.o.Self, "bench-tls"}, args...)
 		}
 		cmd := exec.Command(argv[0], argv[1:]...)
+		if env != nil {
+			cmd.Env = append(os.Environ(), env...)
+		}
 		cmd.ExtraFiles = []*os.File{files[i]}
 		// The description, then stdin stays open (a launched rank ends at
 		// its end) until the process ends.
@@ -268,13 +292,14 @@ func (r *runner) start(kinds []kind, args []string) ([]*exec.Cmd, []*bytes.Buffe
 	return cmds, outs, nil
 }
 
-// measure runs one job and returns rank 0's figure in nanoseconds.
-func (r *runner) measure(kinds []kind, mode string, size, count int) (float64, error) {
+// measure runs one job (its ranks' environment plus env) and returns rank
+// 0's figure in nanoseconds.
+func (r *runner) measure(kinds []kind, mode string, size, count int, env []string) (float64, error) {
 	args := []string{mode, strconv.Itoa(size), strconv.Itoa(count)}
 	if mode == "join" {
 		args[1] = strconv.FormatInt(time.Now().UnixNano(), 10)
 	}
-	cmds, outs, err := r.start(kinds, args)
+	cmds, outs, err := r.start(kinds, args, env)
 	if err != nil {
 		return 0, err
 	}
@@ -309,6 +334,19 @@ func (r *runner) measure(kinds []kind, mode string, size, count int) (float64, e
 	return 0, fmt.Errorf("rank 0 reported nothing: %s", firstLines(outs))
 }
 
+// median of xs (0 for none).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
 func firstLines(outs []*bytes.Buffer) string {
 	var b strings.Builder
 	for i, o := range outs {
@@ -338,7 +376,7 @@ func (r *runner) emptyRun() (float64, error) {
 
 // idleRSS is the resident memory of a joined rank that waits.
 func (r *runner) idleRSS() (float64, error) {
-	cmds, _, err := r.start([]kind{kGo, kGo}, []string{"idle", "0", "0"})
+	cmds, _, err := r.start([]kind{kGo, kGo}, []string{"idle", "0", "0"}, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -14,9 +14,13 @@ import (
 func Table(rep *Report, color bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "machine: %s\n\n", rep.Machine)
-	b.WriteString(render(color, []string{"pair", "64 B round trip", "× tls", "1 MiB rate", "× tls"}, func(add func(...string)) {
+	b.WriteString(render(color, []string{"pair", "64 B round trip", "× tls", "without spin", "1 MiB rate", "× tls"}, func(add func(...string)) {
 		for _, p := range rep.Pairs {
-			add(p.Name, fmt.Sprintf("%.1f µs", p.RoundTripUS), fmt.Sprintf("%.2f", p.RTRatio), fmt.Sprintf("%.0f MB/s", p.RateMBs), fmt.Sprintf("%.2f", p.RateRatio))
+			nospin := "–"
+			if p.NoSpinUS > 0 {
+				nospin = fmt.Sprintf("%.1f µs", p.NoSpinUS)
+			}
+			add(p.Name, fmt.Sprintf("%.1f µs", p.RoundTripUS), fmt.Sprintf("%.2f", p.RTRatio), nospin, fmt.Sprintf("%.0f MB/s", p.RateMBs), fmt.Sprintf("%.2f", p.RateRatio))
 		}
 	}))
 	b.WriteString("\n")

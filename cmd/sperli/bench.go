@@ -18,10 +18,18 @@ func newBench() *cobra.Command {
 	var sizes, plot string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "bench [--pings P] [--messages M] [--sizes LIST] [--json] [--plot FILE.svg]",
+		Use:   "bench [--pings P] [--messages M] [--repeat R] [--sizes LIST] [--json] [--plot FILE.svg]",
 		Short: "Measure round trips, rates, allreduce, join and start-up against a bare TLS pair",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"pings", o.Pings}, {"messages", o.Messages}, {"repeat", o.Repeat}} {
+				if f.v < 1 || f.v > 10_000_000 {
+					return usageErr(cmd, "bench: --%s %d: want a count from 1 to 10000000", f.name, f.v)
+				}
+			}
 			if sizes != "" {
 				for _, f := range strings.Split(sizes, ",") {
 					n, err := parseSize(f)
@@ -59,6 +67,7 @@ func newBench() *cobra.Command {
 	f := cmd.Flags()
 	f.IntVar(&o.Pings, "pings", 1000, "round trips of the 64-byte measurement")
 	f.IntVar(&o.Messages, "messages", 32, "messages of the 1 MiB rate measurement")
+	f.IntVar(&o.Repeat, "repeat", 5, "runs of each pair's measurements, interleaved (the median is shown)")
 	f.StringVar(&sizes, "sizes", "", "message sizes of the sweep, e.g. 64,1K,1M,16M (default 64 B to 16 MiB)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
 	f.StringVar(&plot, "plot", "", "write an SVG plot of round trip and rate against size")

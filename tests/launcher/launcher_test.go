@@ -350,6 +350,10 @@ func TestUsage(t *testing.T) {
 		{"unknown flag", []string{"run", "-n", "2", "--bogus", prog}, []string{"--bogus"}},
 		{"job make without --out", []string{"job", "make", "-n", "2"}, []string{"--out"}},
 		{"job make -n 0", []string{"job", "make", "-n", "0", "--out", filepath.Join(dir, "out")}, []string{"-n 0"}},
+		{"bench --repeat 0", []string{"bench", "--repeat", "0"}, []string{"--repeat 0"}},
+		{"bench --pings -5", []string{"bench", "--pings", "-5"}, []string{"--pings -5"}},
+		{"bench --sizes bad", []string{"bench", "--sizes", "64,lots"}, []string{"lots"}},
+		{"bench with an argument", []string{"bench", "now"}, []string{"now"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := sperliRun(t, withEnv(path), dir, tc.args...)
