@@ -41,8 +41,8 @@ func PeerSpinForTest(c *Comm, r int) time.Duration {
 	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok {
 		conn = nc.NetConn()
 	}
-	if fc, ok := conn.(*fdConn); ok {
-		return time.Duration(fc.spin.Load())
+	if fc, ok := conn.(interface{ spinLimit() time.Duration }); ok {
+		return fc.spinLimit()
 	}
 	return -1
 }
