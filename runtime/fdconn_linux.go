@@ -89,7 +89,7 @@ func (c *fdConn) release() {
 	}
 }
 
-func (c *fdConn) setSpin(d time.Duration)   { c.spin.Store(int64(d)) }
+func (c *fdConn) setSpin(d time.Duration)  { c.spin.Store(int64(d)) }
 func (c *fdConn) spinLimit() time.Duration { return time.Duration(c.spin.Load()) }
 
 func (c *fdConn) begin() error {

@@ -75,7 +75,7 @@ type peer struct {
 
 	kick  chan struct{} // wakes the writer
 	rkick chan struct{} // wakes the reader goroutine out of its grace (readSoon)
-	stop chan struct{} // closed to end the writer (after it drained)
+	stop  chan struct{} // closed to end the writer (after it drained)
 
 	rmu        sync.Mutex // held by whoever reads
 	br         *bufio.Reader
