@@ -85,7 +85,7 @@ type Job struct {
 // A missing, overlong or malformed line is H1615; a host table naming a
 // refused host is H1614.
 func ReadJob(r io.Reader) (*Job, error) {
-	line, err := readLine(r)
+	line, rest, err := readLine(r)
 	if err != nil {
 		return nil, err
 	}
@@ -94,34 +94,44 @@ func ReadJob(r io.Reader) (*Job, error) {
 		return nil, err
 	}
 	j.Control = r
+	if len(rest) > 0 {
+		j.Control = io.MultiReader(bytes.NewReader(rest), r)
+	}
 	return j, nil
 }
 
-func readLine(r io.Reader) ([]byte, error) {
-	var line []byte
-	var b [1]byte
+// readLine reads up to the first line end, in blocks (a description of a
+// large job is tens of kilobytes), and returns the line and whatever was
+// read after it.
+func readLine(r io.Reader) (line, rest []byte, err error) {
+	buf := make([]byte, 0, 16<<10)
 	for {
-		n, err := r.Read(b[:])
-		if n == 1 {
-			if b[0] == '\n' {
-				return line, nil
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		if i := bytes.IndexByte(buf[len(buf):len(buf)+n], '\n'); i >= 0 {
+			end := len(buf) + i
+			if end > MaxJobLine {
+				break
 			}
-			line = append(line, b[0])
-			if len(line) > MaxJobLine {
-				return nil, codes.New(codes.JobMalformed, "job description is longer than %d bytes", MaxJobLine)
-			}
-			continue
+			return buf[:end], buf[end+1 : len(buf)+n], nil
+		}
+		buf = buf[:len(buf)+n]
+		if len(buf) > MaxJobLine {
+			break
 		}
 		if err == io.EOF {
-			if len(line) == 0 {
-				return nil, codes.New(codes.JobMalformed, "job description missing: standard input is empty")
+			if len(buf) == 0 {
+				return nil, nil, codes.New(codes.JobMalformed, "job description missing: standard input is empty")
 			}
-			return line, nil
+			return buf, nil, nil
 		}
 		if err != nil {
-			return nil, codes.Wrap(codes.JobMalformed, err, "job description unreadable: %v", err)
+			return nil, nil, codes.Wrap(codes.JobMalformed, err, "job description unreadable: %v", err)
 		}
 	}
+	return nil, nil, codes.New(codes.JobMalformed, "job description is longer than %d bytes", MaxJobLine)
 }
 
 // ParseJob decodes one job description line and checks it (Validate).

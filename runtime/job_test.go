@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"sperli/codes"
 	"sperli/runtime"
@@ -22,24 +24,38 @@ func goodJobLine(t testing.TB) []byte {
 }
 
 // TestReadJob reads a description from the first line and leaves the rest
-// of the reader as the control channel.
+// of the reader as the control channel, however the reader splits it.
 func TestReadJob(t *testing.T) {
 	line := goodJobLine(t)
-	r := bytes.NewReader(append(append(line, '\n'), "control bytes"...))
-	j, err := runtime.ReadJob(r)
-	if err != nil {
-		t.Fatalf("ReadJob = %v", err)
+	input := append(append(line, '\n'), "control bytes"...)
+	for name, wrap := range map[string]func(io.Reader) io.Reader{
+		"whole":    func(r io.Reader) io.Reader { return r },
+		"one byte": iotest.OneByteReader,
+		"halves":   iotest.HalfReader,
+	} {
+		j, err := runtime.ReadJob(wrap(bytes.NewReader(input)))
+		if err != nil {
+			t.Fatalf("%s: ReadJob = %v", name, err)
+		}
+		if j.Rank != 1 || j.Size != 2 {
+			t.Errorf("%s: ReadJob: rank %d size %d, want 1 and 2", name, j.Rank, j.Size)
+		}
+		rest := new(bytes.Buffer)
+		rest.ReadFrom(j.Control)
+		if rest.String() != "control bytes" {
+			t.Errorf("%s: control channel = %q, want the bytes after the line", name, rest.String())
+		}
+		if !bytes.Equal(j.Encode(), line) {
+			t.Errorf("%s: Encode(ReadJob(line)) differs from line", name)
+		}
 	}
-	if j.Rank != 1 || j.Size != 2 {
-		t.Errorf("ReadJob: rank %d size %d, want 1 and 2", j.Rank, j.Size)
-	}
-	rest := new(bytes.Buffer)
-	rest.ReadFrom(j.Control)
-	if rest.String() != "control bytes" {
-		t.Errorf("control channel = %q, want the bytes after the line", rest.String())
-	}
-	if !bytes.Equal(j.Encode(), line) {
-		t.Errorf("Encode(ReadJob(line)) differs from line")
+	long := bytes.Repeat([]byte("x"), runtime.MaxJobLine+1)
+	for name, in := range map[string][]byte{"no line end": long, "line end after the limit": append(long, '\n')} {
+		_, err := runtime.ReadJob(bytes.NewReader(in))
+		wantCode(t, "ReadJob("+name+")", err, codes.JobMalformed)
+		if !strings.Contains(err.Error(), "longer than") {
+			t.Errorf("ReadJob(%s) = %v, want it to say the description is too long", name, err)
+		}
 	}
 }
 
