@@ -4,6 +4,7 @@ package runtime
 
 import (
 	"io"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -123,6 +124,10 @@ func (c *fdConn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
+	// A deadline already passed wins over data waiting, as in net.TCPConn.
+	if dl := c.rdl.Load(); dl != 0 && time.Now().UnixNano() >= dl {
+		return 0, c.opErr("read", os.ErrDeadlineExceeded)
+	}
 	var start int64
 	for i := 0; ; i++ {
 		n, err := syscall.Read(c.fd, b)
@@ -157,13 +162,13 @@ func (c *fdConn) Read(b []byte) (int, error) {
 }
 
 func (c *fdConn) Write(b []byte) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
-	}
 	if err := c.begin(); err != nil {
 		return 0, c.opErr("write", err)
 	}
 	defer c.end()
+	if len(b) == 0 {
+		return 0, nil
+	}
 	w := 0
 	for w < len(b) {
 		if dl := c.wdl.Load(); dl != 0 && time.Now().UnixNano() >= dl {
@@ -263,13 +268,15 @@ func (c *fdConn) LocalAddr() net.Addr  { return c.laddr }
 func (c *fdConn) RemoteAddr() net.Addr { return c.raddr }
 
 func deadlineNS(t time.Time) int64 {
-	if t.IsZero() {
+	switch {
+	case t.IsZero():
 		return 0
+	case !t.After(time.Unix(0, 0)):
+		return 1 // long past
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64 // past 2262: as good as never
 	}
-	if ns := t.UnixNano(); ns > 0 {
-		return ns
-	}
-	return 1 // long past
+	return t.UnixNano()
 }
 
 func (c *fdConn) SetDeadline(t time.Time) error {
