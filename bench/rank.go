@@ -102,9 +102,11 @@ func goMeasure(ctx context.Context, c *runtime.Comm, args []string) error {
 			return nil
 		}
 		for i := 0; i < count+1; i++ {
-			if _, err := c.Recv(ctx, other, 2); err != nil {
+			m, err := c.Recv(ctx, other, 2)
+			if err != nil {
 				return err
 			}
+			c.Release(m) // as an MPI program receives into one buffer
 			if i == 0 || i == count {
 				if err := c.Send(ctx, other, 3, []byte("k")); err != nil {
 					return err

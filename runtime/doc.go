@@ -30,12 +30,22 @@
 // SPEC §13; errors.As finds it. A Comm is safe for concurrent use: point-to-
 // point calls may come from several goroutines; collectives are serialised
 // in the order they are called. Buffers passed to Send belong to the
-// runtime from the call on; buffers returned belong to the caller.
+// runtime from the call on; buffers returned belong to the caller, who may
+// hand a received buffer back with Release for the next message (as an MPI
+// program receives into one buffer again); that is optional.
 //
-// Goroutines: per peer connection one reader and one writer (the only code
-// that touches the socket); one monitor per Comm (heartbeats, silence
-// limit); one watcher of the launcher's control channel for launched ranks.
-// Close (through Finish, Abort, Fail or Exit) stops and waits for them all.
+// Waits. A receive that finds nothing polls its socket for up to
+// SPERLI_SPIN_US microseconds (default 1000) before it blocks, as MPI ranks
+// poll; a rank whose host runs more ranks of the job than it has
+// processors does not spin (the default becomes 0). SPERLI_SPIN_US=0 never
+// spins: the least CPU, slower round trips (docs/design.md, "The
+// low-latency wait").
+//
+// Goroutines: per peer connection one reader and one writer (with the
+// receivers, the only code that touches the socket); one monitor per Comm
+// (heartbeats, silence limit); one watcher of the launcher's control
+// channel for launched ranks. Close (through Finish, Abort, Fail or Exit)
+// stops and waits for them all.
 package runtime
 
 import "sperli/codes"

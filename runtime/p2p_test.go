@@ -289,3 +289,44 @@ func TestContextCancelsWait(t *testing.T) {
 		t.Fatalf("FinishRecv again = %q, %v; want late", got, err)
 	}
 }
+
+// TestReleaseReuse: messages received into buffers released before hold
+// exactly their own bytes, whatever sizes come and go.
+func TestReleaseReuse(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 2).initAll(ctx)
+	sizes := []int{5000, 9000, 4096, 8192, 6000, 1 << 20, 700 << 10, 1<<20 - 1, 4097, 100}
+	pattern := func(i, n int) []byte {
+		b := make([]byte, n)
+		for j := range b {
+			b[j] = byte(i*31 + j%251)
+		}
+		return b
+	}
+	errs := each(comms, func(c *runtime.Comm) error {
+		for round := 0; round < 3; round++ {
+			for i, n := range sizes {
+				if c.Rank() == 0 {
+					if err := c.Send(ctx, 1, 1, pattern(round+i, n)); err != nil {
+						return err
+					}
+					continue
+				}
+				got, err := c.Recv(ctx, 0, 1)
+				if err != nil {
+					return err
+				}
+				if !bytes.Equal(got, pattern(round+i, n)) {
+					return fmt.Errorf("round %d message %d (%d bytes) arrived as %d different bytes", round, i, n, len(got))
+				}
+				c.Release(got)
+			}
+		}
+		return c.Finish()
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}

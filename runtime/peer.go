@@ -386,7 +386,7 @@ func (p *peer) readOne() bool {
 			return false
 		}
 		rs.h = h
-		rs.payload = make([]byte, h.Length)
+		rs.payload = getBuf(int(h.Length)) // filled whole before use
 	}
 	for rs.pn < len(rs.payload) {
 		n, err := p.br.Read(rs.payload[rs.pn:])
@@ -401,6 +401,7 @@ func (p *peer) readOne() bool {
 	if h.Incarnation != p.c.inc {
 		// A frame of another incarnation is dropped whole (SPEC §5).
 		p.c.staleDropped.Add(1)
+		putBuf(payload)
 		return true
 	}
 	if len(payload) == 0 {

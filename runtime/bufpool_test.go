@@ -1,0 +1,63 @@
+package runtime
+
+import "testing"
+
+// TestSizeClass: buffers from 4 KiB to the 16 MiB limit come from the
+// power of two at or above their size; others are not pooled.
+func TestSizeClass(t *testing.T) {
+	for _, tc := range []struct{ n, want int }{
+		{0, -1}, {4095, -1}, {4096, 12}, {4097, 13}, {1 << 20, 20}, {1<<20 + 1, 21},
+		{16 << 20, 24}, {16<<20 + 1, -1},
+	} {
+		if got := sizeClass(tc.n); got != tc.want {
+			t.Errorf("sizeClass(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestBufPool: getBuf gives exactly n bytes; a released buffer is reused
+// for a size of its class and never for a larger one; buffers not from
+// the pool (odd capacity, too small) are never kept.
+func TestBufPool(t *testing.T) {
+	b := getBuf(5000)
+	if len(b) != 5000 || cap(b) != 8192 {
+		t.Fatalf("getBuf(5000): len %d cap %d, want 5000 and 8192", len(b), cap(b))
+	}
+	b[0] = 'x'
+	putBuf(b)
+	// sync.Pool may drop what it holds (on a collection), so take until the
+	// buffer comes back, a bounded number of times.
+	found := false
+	for i := 0; i < 100 && !found; i++ {
+		c := getBuf(6000)
+		if len(c) != 6000 || cap(c) != 8192 {
+			t.Fatalf("getBuf(6000): len %d cap %d", len(c), cap(c))
+		}
+		found = &c[0] == &b[0]
+		if !found {
+			putBuf(b)
+		}
+	}
+	if !found {
+		t.Error("a released 8 KiB buffer was never handed out again")
+	}
+	odd := make([]byte, 5000, 6000)
+	putBuf(odd)
+	small := make([]byte, 100, 1024)
+	putBuf(small)
+	for i := 0; i < 50; i++ {
+		if c := getBuf(5000); cap(c) != 8192 {
+			t.Fatalf("getBuf(5000) gave capacity %d: a foreign buffer was pooled", cap(c))
+		}
+		if c := getBuf(100); cap(c) == 1024 && &c[0] == &small[0] {
+			t.Fatal("a buffer below the pooled sizes was reused")
+		}
+	}
+	big := getBuf(16 << 20)
+	if len(big) != 16<<20 {
+		t.Fatalf("getBuf(16 MiB) len %d", len(big))
+	}
+	if over := getBuf(16<<20 + 1); len(over) != 16<<20+1 {
+		t.Fatalf("getBuf(16 MiB + 1) len %d", len(over))
+	}
+}
