@@ -3,6 +3,7 @@ package starlib
 import (
 	"context"
 	"fmt"
+	"unsafe"
 
 	"go.starlark.net/starlark"
 
@@ -134,13 +135,42 @@ func (d *data) Unpack(v starlark.Value) error {
 	return nil
 }
 
+// sendData is a message to send: the bytes of the Starlark string itself,
+// not a copy. A send to another rank only reads its buffer (it is written
+// to the connection), and Starlark strings never change, so sharing is
+// safe — except for a send to this rank, whose buffer the receiver gets and
+// may Release for reuse: that one is a copy (own).
+type sendData []byte
+
+func (d *sendData) Unpack(v starlark.Value) error {
+	var s string
+	switch x := v.(type) {
+	case starlark.Bytes:
+		s = string(x)
+	case starlark.String:
+		s = string(x)
+	default:
+		return fmt.Errorf("got %s, want bytes or string", v.Type())
+	}
+	*d = unsafe.Slice(unsafe.StringData(s), len(s))
+	return nil
+}
+
+// own is the message to send to dest: shared, or a copy for this rank.
+func (d sendData) own(c *Comm, dest int) []byte {
+	if dest == c.c.Rank() {
+		return append([]byte(nil), d...)
+	}
+	return d
+}
+
 func commSend(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dest, tag int
-	var d data
+	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dest", &dest, "tag", &tag, "data", &d); err != nil {
 		return nil, err
 	}
-	return starlark.None, c.c.Send(c.ctx, dest, tag, d)
+	return starlark.None, c.c.Send(c.ctx, dest, tag, d.own(c, dest))
 }
 
 func commRecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -152,16 +182,24 @@ func commRecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starla
 	if err != nil {
 		return nil, err
 	}
-	return starlark.Bytes(msg), nil
+	return c.received(msg), nil
+}
+
+// received is a message as a Starlark value: a copy, so that the buffer goes
+// back to the runtime for the next message.
+func (c *Comm) received(msg []byte) starlark.Value {
+	v := starlark.Bytes(msg)
+	c.c.Release(msg)
+	return v
 }
 
 func commStartSend(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dest, tag int
-	var d data
+	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dest", &dest, "tag", &tag, "data", &d); err != nil {
 		return nil, err
 	}
-	op, err := c.c.StartSend(dest, tag, d)
+	op, err := c.c.StartSend(dest, tag, d.own(c, dest))
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +249,7 @@ func commFinishRecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []
 	if err != nil {
 		return nil, err
 	}
-	return starlark.Bytes(msg), nil
+	return c.received(msg), nil
 }
 
 func commBarrier(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
