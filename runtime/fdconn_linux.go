@@ -3,6 +3,7 @@
 package runtime
 
 import (
+	"errors"
 	"io"
 	"math"
 	"net"
@@ -16,24 +17,25 @@ import (
 
 // fdConn is a TCP connection that this package polls itself, outside Go's
 // network poller (see spin.go for why): reads and writes are non-blocking
-// system calls on the socket; a read first polls for up to its spin
-// limit; a read or write that must wait blocks its thread in ppoll(2) on
-// the socket and on an eventfd that deadline changes and Close signal.
-// Every deadline, EOF and error behaves as net.TCPConn's, so TLS above it
-// cannot tell the difference.
+// system calls on the socket, and a read first polls for up to its spin
+// limit. A read or write that must wait parks its goroutine in Go's poller
+// on a duplicate of the socket registered for that wait alone (park), so a
+// waiting goroutine holds neither a thread nor a processor, while between
+// waits no arriving segment wakes anybody. Every deadline, EOF and error
+// behaves as net.TCPConn's, so TLS above it cannot tell the difference.
 type fdConn struct {
 	fd           int
-	rwake, wwake int // eventfds that wake a waiting reader / writer
 	laddr, raddr net.Addr
 
 	spin     atomic.Int64 // read spin limit, nanoseconds
 	rdl, wdl atomic.Int64 // deadlines, unix nanoseconds; 0: none
 	closing  atomic.Bool
 
-	mu     sync.Mutex
-	idle   sync.Cond // signalled when ops falls to 0 after closing
-	ops    int       // reads and writes under way
-	closed bool
+	mu           sync.Mutex
+	idle         sync.Cond // signalled when ops falls to 0 after closing
+	ops          int       // reads, writes and setters under way
+	closed       bool
+	rpark, wpark *os.File // the registered duplicates of waits under way
 }
 
 // ownConn takes c (a *net.TCPConn) out of Go's poller: it duplicates the
@@ -51,43 +53,29 @@ func ownConn(c net.Conn) (net.Conn, error) {
 	}
 	fd := -1
 	var derr error
-	if err := rc.Control(func(s uintptr) {
-		r, _, e := syscall.Syscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
-		if e != 0 {
-			derr = os.NewSyscallError("fcntl", e)
-			return
-		}
-		fd = int(r)
-	}); err != nil {
+	if err := rc.Control(func(s uintptr) { fd, derr = dupSocket(s) }); err != nil {
 		return nil, err
 	}
 	if derr != nil {
 		return nil, derr
 	}
-	fc := &fdConn{fd: fd, rwake: -1, wwake: -1, laddr: tc.LocalAddr(), raddr: tc.RemoteAddr()}
+	fc := &fdConn{fd: fd, laddr: tc.LocalAddr(), raddr: tc.RemoteAddr()}
 	fc.idle.L = &fc.mu
-	for _, w := range []*int{&fc.rwake, &fc.wwake} {
-		r, _, e := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-		if e != 0 {
-			fc.release()
-			return nil, os.NewSyscallError("eventfd2", e)
-		}
-		*w = int(r)
-	}
 	if err := syscall.SetNonblock(fd, true); err != nil {
-		fc.release()
+		syscall.Close(fd)
 		return nil, os.NewSyscallError("setnonblock", err)
 	}
 	tc.Close()
 	return fc, nil
 }
 
-func (c *fdConn) release() {
-	for _, fd := range []int{c.fd, c.rwake, c.wwake} {
-		if fd >= 0 {
-			syscall.Close(fd)
-		}
+// dupSocket duplicates fd, close-on-exec.
+func dupSocket(fd uintptr) (int, error) {
+	r, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return -1, os.NewSyscallError("fcntl", e)
 	}
+	return int(r), nil
 }
 
 func (c *fdConn) setSpin(d time.Duration)  { c.spin.Store(int64(d)) }
@@ -154,7 +142,7 @@ func (c *fdConn) Read(b []byte) (int, error) {
 		if now-start < c.spin.Load() {
 			continue
 		}
-		if err := c.wait(pollIn|pollRdHup, c.rwake, &c.rdl); err != nil {
+		if err := c.park(false); err != nil {
 			return 0, c.opErr("read", err)
 		}
 		start = time.Now().UnixNano() // woken by data: spin again if it was not enough
@@ -189,7 +177,7 @@ func (c *fdConn) Write(b []byte) (int, error) {
 		if c.closing.Load() {
 			return w, c.opErr("write", net.ErrClosed)
 		}
-		if err := c.wait(pollOut, c.wwake, &c.wdl); err != nil {
+		if err := c.park(true); err != nil {
 			return w, c.opErr("write", err)
 		}
 	}
@@ -209,41 +197,75 @@ type pollFd struct {
 	revents int16
 }
 
-// wait blocks until the socket has events, the deadline passes (the
-// deadline error) or the connection closes (net.ErrClosed).
-func (c *fdConn) wait(events int16, wake int, dl *atomic.Int64) error {
-	for {
-		if c.closing.Load() {
-			return net.ErrClosed
-		}
-		var ts *syscall.Timespec
-		if d := dl.Load(); d != 0 {
-			left := d - time.Now().UnixNano()
-			if left <= 0 {
-				return os.ErrDeadlineExceeded
-			}
-			t := syscall.NsecToTimespec(left)
-			ts = &t
-		}
-		fds := [2]pollFd{{fd: int32(c.fd), events: events}, {fd: int32(wake), events: pollIn}}
-		_, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 2, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
-		if e != 0 && e != syscall.EINTR {
-			return os.NewSyscallError("ppoll", e)
-		}
-		if fds[1].revents != 0 {
-			var buf [8]byte
-			syscall.Read(wake, buf[:])
-		}
-		if fds[0].revents != 0 {
-			return nil // ready, or an error or hang-up the next call reports
-		}
-	}
+// ready reports whether fd has any of events now (or an error or hang-up,
+// which the next call reports).
+func ready(fd uintptr, events int16) bool {
+	p := pollFd{fd: int32(fd), events: events}
+	var zero syscall.Timespec
+	n, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&p)), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+	return e != 0 || (n > 0 && p.revents != 0) // a failed poll: let the call itself tell
 }
 
-// signal wakes a reader or writer waiting in ppoll.
-func signal(wake int) {
-	one := [8]byte{1}
-	syscall.Write(wake, one[:])
+// park waits, in Go's poller, until the socket is readable (or writable),
+// the deadline passes (the deadline error) or the connection closes
+// (net.ErrClosed). It registers a duplicate of the socket for this wait
+// and closes it after; SetDeadline and Close reach it through rpark/wpark.
+func (c *fdConn) park(write bool) error {
+	nfd, err := dupSocket(uintptr(c.fd))
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(nfd), "sperli-socket") // non-blocking: Go's poller takes it
+	slot, dl := &c.rpark, &c.rdl
+	if write {
+		slot, dl = &c.wpark, &c.wdl
+	}
+	c.mu.Lock()
+	if c.closing.Load() {
+		c.mu.Unlock()
+		f.Close()
+		return net.ErrClosed
+	}
+	*slot = f
+	setFileDeadline(f, write, dl.Load())
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if *slot == f {
+			*slot = nil
+			f.Close()
+		}
+		c.mu.Unlock()
+	}()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if write {
+		err = rc.Write(func(fd uintptr) bool { return ready(fd, pollOut) })
+	} else {
+		err = rc.Read(func(fd uintptr) bool { return ready(fd, pollIn|pollRdHup) })
+	}
+	switch {
+	case c.closing.Load():
+		return net.ErrClosed
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return os.ErrDeadlineExceeded
+	}
+	return err
+}
+
+// setFileDeadline gives a parked wait's file the connection's deadline.
+func setFileDeadline(f *os.File, write bool, ns int64) {
+	t := time.Time{}
+	if ns != 0 {
+		t = time.Unix(0, ns)
+	}
+	if write {
+		f.SetWriteDeadline(t)
+	} else {
+		f.SetReadDeadline(t)
+	}
 }
 
 func (c *fdConn) Close() error {
@@ -253,14 +275,18 @@ func (c *fdConn) Close() error {
 		return c.opErr("close", net.ErrClosed)
 	}
 	c.closing.Store(true)
-	signal(c.rwake)
-	signal(c.wwake)
+	for _, slot := range []**os.File{&c.rpark, &c.wpark} {
+		if *slot != nil {
+			(*slot).Close() // wakes the parked wait
+			*slot = nil
+		}
+	}
 	for c.ops > 0 {
 		c.idle.Wait()
 	}
 	c.closed = true
 	c.mu.Unlock()
-	c.release()
+	syscall.Close(c.fd)
 	return nil
 }
 
@@ -284,24 +310,25 @@ func (c *fdConn) SetDeadline(t time.Time) error {
 	return c.SetWriteDeadline(t)
 }
 
-// The setters count as operations, so that Close never releases an
-// eventfd they are about to signal.
-func (c *fdConn) SetReadDeadline(t time.Time) error {
-	if err := c.begin(); err != nil {
-		return c.opErr("set", err)
-	}
-	c.rdl.Store(deadlineNS(t))
-	signal(c.rwake)
-	c.end()
-	return nil
-}
+// The setters count as operations, so that Close never races them.
+func (c *fdConn) SetReadDeadline(t time.Time) error  { return c.setDeadline(false, t) }
+func (c *fdConn) SetWriteDeadline(t time.Time) error { return c.setDeadline(true, t) }
 
-func (c *fdConn) SetWriteDeadline(t time.Time) error {
+func (c *fdConn) setDeadline(write bool, t time.Time) error {
 	if err := c.begin(); err != nil {
 		return c.opErr("set", err)
 	}
-	c.wdl.Store(deadlineNS(t))
-	signal(c.wwake)
-	c.end()
+	defer c.end()
+	c.mu.Lock()
+	slot, dl := c.rpark, &c.rdl
+	if write {
+		slot, dl = c.wpark, &c.wdl
+	}
+	ns := deadlineNS(t)
+	dl.Store(ns)
+	if slot != nil {
+		setFileDeadline(slot, write, ns)
+	}
+	c.mu.Unlock()
 	return nil
 }
