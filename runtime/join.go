@@ -244,11 +244,18 @@ func (s *joinState) listener() (net.Listener, error) {
 	return ln, nil
 }
 
+// tlsBase is the TLS configuration of both sides. The key exchange is the
+// hybrid X25519MLKEM768 alone: both ends are Sperli, so there is no
+// classical-only fallback to offer (and the dialer makes one key share, not
+// two). Nothing resumes a session (every pair connects once), so the
+// listener sends no session tickets.
 func (s *joinState) tlsBase() *tls.Config {
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		MaxVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{s.cert},
+		MinVersion:             tls.VersionTLS13,
+		MaxVersion:             tls.VersionTLS13,
+		Certificates:           []tls.Certificate{s.cert},
+		CurvePreferences:       []tls.CurveID{tls.X25519MLKEM768},
+		SessionTicketsDisabled: true,
 	}
 }
 

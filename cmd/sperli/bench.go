@@ -94,12 +94,14 @@ func parseSize(s string) (int, error) {
 func newBenchRanks() []*cobra.Command {
 	return []*cobra.Command{
 		{Use: "bench-rank", Hidden: true, DisableFlagParsing: true, RunE: func(cmd *cobra.Command, args []string) error {
+			rankGC()
 			if code := bench.GoRank(args); code != 0 {
 				return &exitError{code}
 			}
 			return nil
 		}},
 		{Use: "bench-tls", Hidden: true, DisableFlagParsing: true, RunE: func(cmd *cobra.Command, args []string) error {
+			rankGC()
 			if code := bench.TLSRank(args); code != 0 {
 				return &exitError{code}
 			}
