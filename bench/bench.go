@@ -33,6 +33,7 @@ type Options struct {
 	Messages int   // 1 MiB messages per rate measurement (default 32)
 	Sizes    []int // the message-size sweep (default 64 B … 16 MiB)
 	Repeat   int   // runs of each pair measurement, interleaved; the median counts (default 5)
+	Pin      bool  // rank i of every job on core i mod NumCPU (taskset), as mpirun --bind-to core
 	Self     string
 	Log      io.Writer // progress, or nil
 }
@@ -62,6 +63,7 @@ type Point struct {
 // Report is the whole run.
 type Report struct {
 	Machine     string             `json:"machine"`
+	Placement   string             `json:"placement"`
 	Pairs       []Pair             `json:"pairs"`
 	Sweep       []Point            `json:"sweep"`
 	AllreduceMS float64            `json:"allreduce_16MB_3ranks_ms"`
@@ -121,7 +123,13 @@ func Run(o Options) (*Report, error) {
 		return nil, err
 	}
 	r := &runner{o: o, dir: dir, id: id}
-	rep := &Report{Machine: machine(), JoinMS: map[string]float64{}}
+	rep := &Report{Machine: machine(), JoinMS: map[string]float64{}, Placement: "ranks unpinned"}
+	if o.Pin {
+		if _, err := exec.LookPath("taskset"); err != nil {
+			return nil, fmt.Errorf("--pin needs taskset (util-linux): %w", err)
+		}
+		rep.Placement = fmt.Sprintf("rank i of each job pinned to core i mod %d (taskset)", goruntime.NumCPU())
+	}
 
 	pairs := []struct {
 		name string
@@ -267,6 +275,9 @@ func (r *runner) start(kinds []kind, args, env []string) ([]*exec.Cmd, []*bytes.
 			argv = append([]string{r.o.Self, "bench-rank"}, args...)
 		case kTLS:
 			argv = append([]string{r.o.Self, "bench-tls"}, args...)
+		}
+		if r.o.Pin {
+			argv = append([]string{"taskset", "-c", strconv.Itoa(i % goruntime.NumCPU())}, argv...)
 		}
 		cmd := exec.Command(argv[0], argv[1:]...)
 		if env != nil {

@@ -22,13 +22,14 @@ func TestParseArgs(t *testing.T) {
 // well-formed SVG with one polyline per series and panel.
 func TestReport(t *testing.T) {
 	rep := &Report{
-		Machine: "test machine",
-		Pairs:   []Pair{{Name: "tls (ceiling)", RoundTripUS: 20, RateMBs: 800, RTRatio: 1, RateRatio: 1}, {Name: "go-go", RoundTripUS: 25, RateMBs: 700, RTRatio: 1.25, RateRatio: 0.875}},
-		Sweep:   []Point{{Size: 64, RoundTripUS: 25, RateMBs: 3, TLSRTUS: 20, TLSRateMBs: 4}, {Size: 1 << 20, RoundTripUS: 2500, RateMBs: 700, TLSRTUS: 2000, TLSRateMBs: 800}},
-		JoinMS:  map[string]float64{"2": 10, "32": 400, "8": 60},
+		Machine:   "test machine",
+		Placement: "ranks pinned somehow",
+		Pairs:     []Pair{{Name: "tls (ceiling)", RoundTripUS: 20, RateMBs: 800, RTRatio: 1, RateRatio: 1}, {Name: "go-go", RoundTripUS: 25, NoSpinUS: 61.5, RateMBs: 700, RTRatio: 1.25, RateRatio: 0.875}},
+		Sweep:     []Point{{Size: 64, RoundTripUS: 25, RateMBs: 3, TLSRTUS: 20, TLSRateMBs: 4}, {Size: 1 << 20, RoundTripUS: 2500, RateMBs: 700, TLSRTUS: 2000, TLSRateMBs: 800}},
+		JoinMS:    map[string]float64{"2": 10, "32": 400, "8": 60},
 	}
 	tab := Table(rep, false)
-	for _, want := range []string{"go-go", "25.0 µs", "1.25", "0.88", "1 MiB", "join of 8 ranks", "join of 32 ranks", "test machine"} {
+	for _, want := range []string{"go-go", "25.0 µs", "1.25", "0.88", "1 MiB", "join of 8 ranks", "join of 32 ranks", "test machine", "ranks pinned somehow", "61.5 µs"} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
 		}

@@ -13,7 +13,7 @@ import (
 // Table renders the report for a terminal (styled when color is true).
 func Table(rep *Report, color bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "machine: %s\n\n", rep.Machine)
+	fmt.Fprintf(&b, "machine: %s; %s\n\n", rep.Machine, rep.Placement)
 	b.WriteString(render(color, []string{"pair", "64 B round trip", "× tls", "without spin", "1 MiB rate", "× tls"}, func(add func(...string)) {
 		for _, p := range rep.Pairs {
 			nospin := "–"

@@ -18,7 +18,7 @@ func newBench() *cobra.Command {
 	var sizes, plot string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "bench [--pings P] [--messages M] [--repeat R] [--sizes LIST] [--json] [--plot FILE.svg]",
+		Use:   "bench [--pings P] [--messages M] [--repeat R] [--sizes LIST] [--pin] [--json] [--plot FILE.svg]",
 		Short: "Measure round trips, rates, allreduce, join and start-up against a bare TLS pair",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,6 +67,7 @@ func newBench() *cobra.Command {
 	f := cmd.Flags()
 	f.IntVar(&o.Pings, "pings", 1000, "round trips of the 64-byte measurement")
 	f.IntVar(&o.Messages, "messages", 32, "messages of the 1 MiB rate measurement")
+	f.BoolVar(&o.Pin, "pin", false, "pin rank i of every job to core i mod the number of cores (taskset), as mpirun --bind-to core")
 	f.IntVar(&o.Repeat, "repeat", 5, "runs of each pair's measurements, interleaved (the median is shown)")
 	f.StringVar(&sizes, "sizes", "", "message sizes of the sweep, e.g. 64,1K,1M,16M (default 64 B to 16 MiB)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
