@@ -46,3 +46,9 @@ func PeerSpinForTest(c *Comm, r int) time.Duration {
 	}
 	return -1
 }
+
+// CountCPUListForTest is countCPUList.
+var CountCPUListForTest = countCPUList
+
+// HostCPUsForTest is hostCPUs.
+var HostCPUsForTest = hostCPUs
