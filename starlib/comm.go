@@ -136,10 +136,9 @@ func (d *data) Unpack(v starlark.Value) error {
 }
 
 // sendData is a message to send: the bytes of the Starlark string itself,
-// not a copy. A send to another rank only reads its buffer (it is written
-// to the connection), and Starlark strings never change, so sharing is
-// safe — except for a send to this rank, whose buffer the receiver gets and
-// may Release for reuse: that one is a copy (own).
+// not a copy. A send only reads its buffer, and Starlark strings never
+// change, so sharing is safe (received messages are never released for
+// reuse in starlib, so a send to this rank may share too).
 type sendData []byte
 
 func (d *sendData) Unpack(v starlark.Value) error {
@@ -156,21 +155,13 @@ func (d *sendData) Unpack(v starlark.Value) error {
 	return nil
 }
 
-// own is the message to send to dest: shared, or a copy for this rank.
-func (d sendData) own(c *Comm, dest int) []byte {
-	if dest == c.c.Rank() {
-		return append([]byte(nil), d...)
-	}
-	return d
-}
-
 func commSend(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dest, tag int
 	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dest", &dest, "tag", &tag, "data", &d); err != nil {
 		return nil, err
 	}
-	return starlark.None, c.c.Send(c.ctx, dest, tag, d.own(c, dest))
+	return starlark.None, c.c.Send(c.ctx, dest, tag, d)
 }
 
 func commRecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -185,12 +176,15 @@ func commRecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starla
 	return c.received(msg), nil
 }
 
-// received is a message as a Starlark value: a copy, so that the buffer goes
-// back to the runtime for the next message.
+// received is a message as a Starlark value, without a copy: the buffer is
+// the caller's once Recv returns and nothing writes to it again, so it can
+// be the immutable bytes of the value (a copy and Release would allocate
+// the same megabyte for the value and move it once more).
 func (c *Comm) received(msg []byte) starlark.Value {
-	v := starlark.Bytes(msg)
-	c.c.Release(msg)
-	return v
+	if len(msg) == 0 {
+		return starlark.Bytes("")
+	}
+	return starlark.Bytes(unsafe.String(&msg[0], len(msg)))
 }
 
 func commStartSend(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -199,7 +193,7 @@ func commStartSend(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []s
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dest", &dest, "tag", &tag, "data", &d); err != nil {
 		return nil, err
 	}
-	op, err := c.c.StartSend(dest, tag, d.own(c, dest))
+	op, err := c.c.StartSend(dest, tag, d)
 	if err != nil {
 		return nil, err
 	}
