@@ -237,8 +237,13 @@ func need() *session {
 	return sess
 }
 
-// keep stores a call's result and tells its length.
+// keep stores a call's result and tells its length. The result it replaces
+// can no longer be copied out, so its buffer goes back to the runtime for
+// the next message (Release).
 func (s *session) keep(b []byte, err error, outlen *C.size_t) C.int {
+	if s.result != nil && s.c != nil {
+		s.c.Release(s.result)
+	}
 	if err != nil {
 		s.result = nil
 		*outlen = 0
