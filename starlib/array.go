@@ -336,14 +336,9 @@ func arrayUnpack(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	if err != nil {
 		return nil, err
 	}
-	var s string
-	switch d := data.(type) {
-	case starlark.Bytes:
-		s = string(d)
-	case starlark.String:
-		s = string(d)
-	default:
-		return nil, fmt.Errorf("%s: for parameter data: got %s, want bytes or string", b.Name(), data.Type())
+	s, err := stringOf(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: for parameter data: %v", b.Name(), err)
 	}
 	elems, err := unpack(t, s)
 	if err != nil {

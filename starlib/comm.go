@@ -120,19 +120,25 @@ func (o *Op) Freeze()               {}
 func (o *Op) Truth() starlark.Bool  { return starlark.True }
 func (o *Op) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: comm.op") }
 
-// data is an argument that takes bytes or a string.
+// stringOf is the text of a bytes or string argument.
+func stringOf(v starlark.Value) (string, error) {
+	switch x := v.(type) {
+	case starlark.Bytes:
+		return string(x), nil
+	case starlark.String:
+		return string(x), nil
+	}
+	return "", fmt.Errorf("got %s, want bytes or string", v.Type())
+}
+
+// data is an argument that takes bytes or a string, as a copy the runtime
+// may own (collectives, checkpoints).
 type data []byte
 
 func (d *data) Unpack(v starlark.Value) error {
-	switch x := v.(type) {
-	case starlark.Bytes:
-		*d = []byte(x)
-	case starlark.String:
-		*d = []byte(x)
-	default:
-		return fmt.Errorf("got %s, want bytes or string", v.Type())
-	}
-	return nil
+	s, err := stringOf(v)
+	*d = []byte(s)
+	return err
 }
 
 // sendData is a message to send: the bytes of the Starlark string itself,
@@ -142,17 +148,9 @@ func (d *data) Unpack(v starlark.Value) error {
 type sendData []byte
 
 func (d *sendData) Unpack(v starlark.Value) error {
-	var s string
-	switch x := v.(type) {
-	case starlark.Bytes:
-		s = string(x)
-	case starlark.String:
-		s = string(x)
-	default:
-		return fmt.Errorf("got %s, want bytes or string", v.Type())
-	}
+	s, err := stringOf(v)
 	*d = unsafe.Slice(unsafe.StringData(s), len(s))
-	return nil
+	return err
 }
 
 func commSend(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
