@@ -289,13 +289,7 @@ exec %s -F %s "$@"
 
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-func writeFile(t testing.TB, path, content string, mode os.FileMode) string {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+var writeFile = testbin.WriteFile
 
 // ip runs ip with args, or ip -batch - with the lines of batch on stdin.
 func ip(batch string, args ...string) error {

@@ -50,7 +50,7 @@ func TestSumThreeHosts(t *testing.T) {
 	j := c.newJob(t, c.host(1), c.host(2), c.host(3))
 	before := sessionCounts(c)
 	r := j.run("run", "-n", "3", "--hosts", j.hosts, sum)
-	if r.code != 0 || r.stdout != golden+"\n" || r.stderr != "" {
+	if r.Code != 0 || r.Stdout != golden+"\n" || r.Stderr != "" {
 		t.Errorf("%v\nwant exit status 0, stdout %q and no launcher line", r, golden)
 	}
 	wantSessions(t, c, before, 1, 1, 1, 0)
@@ -81,7 +81,7 @@ func TestGoRanksThreeHosts(t *testing.T) {
 		t.Fatalf("no relative path from %s to %s: %v", j.work, gosum, err)
 	}
 	r := j.run("run", "-n", "3", "--hosts", j.hosts, rel)
-	if r.code != 0 || r.stdout != golden+"\n" || r.stderr != "" {
+	if r.Code != 0 || r.Stdout != golden+"\n" || r.Stderr != "" {
 		t.Errorf("%v\nwant exit status 0, stdout %q and no launcher line", r, golden)
 	}
 	starts := c.sshStarts()
@@ -104,7 +104,7 @@ func TestRelativeWdir(t *testing.T) {
 	ranks := filepath.Join(filepath.Dir(j.work), "ranks")
 	mkdirAll(t, ranks)
 	r := j.run("run", "-n", "3", "--hosts", j.hosts, "--wdir", "../ranks", sum, "1000")
-	if want := "[rank 0] rows=1000 total=500500 expected=500500 ok\n"; r.code != 0 || r.stdout != want || r.stderr != "" {
+	if want := "[rank 0] rows=1000 total=500500 expected=500500 ok\n"; r.Code != 0 || r.Stdout != want || r.Stderr != "" {
 		t.Errorf("%v\nwant exit status 0, stdout %q and no launcher line", r, want)
 	}
 	for _, s := range c.sshStarts() {
@@ -126,11 +126,11 @@ func TestMixedJob(t *testing.T) {
 	j := c.newJob(t, c.host(1), c.host(2), c.host(3))
 	out := filepath.Join(j.aux, "job")
 	mk := j.run("job", "make", "-n", "3", "--hosts", j.hosts, "--out", out)
-	if mk.code != 0 {
+	if mk.Code != 0 {
 		t.Fatalf("sperli job make: %v", mk)
 	}
 	for _, m := range secretMarks {
-		if strings.Contains(mk.stdout+mk.stderr, m) {
+		if strings.Contains(mk.Stdout+mk.Stderr, m) {
 			t.Errorf("sperli job make printed %q", m)
 		}
 	}
@@ -150,12 +150,12 @@ func TestMixedJob(t *testing.T) {
 		procs[r] = j.start(f, argv...)
 	}
 	for r, p := range procs {
-		res := p.wait(t)
+		res := p.Wait(t, timeout)
 		want := ""
 		if r == 0 {
 			want = strings.TrimPrefix(golden, "[rank 0] ") + "\n"
 		}
-		if res.code != 0 || res.stdout != want {
+		if res.Code != 0 || res.Stdout != want {
 			t.Errorf("rank %d (%s on %s): %v\nwant exit status 0 and stdout %q", r, commands[r][0], c.host(r+1), res, want)
 		}
 	}
@@ -195,7 +195,7 @@ func TestRefusedHost(t *testing.T) {
 			}
 			starts := len(c.sshStarts())
 			r := j.run(append(args, sum)...)
-			if r.code != 2 || r.stdout != "" {
+			if r.Code != 2 || r.Stdout != "" {
 				t.Errorf("%v\nwant exit status 2 and no output", r)
 			}
 			got := launcherLines(t, r)
@@ -236,11 +236,11 @@ func TestHostUnreachable(t *testing.T) {
 			}
 			j := c.newJob(t, c.host(1), c.host(2), c.host(3))
 			r := j.run("run", "-n", "3", "--hosts", j.hosts, "--silence", "1000", sum)
-			if r.code == 0 || r.code == 2 {
+			if r.Code == 0 || r.Code == 2 {
 				t.Errorf("%v\nwant a failure's exit status", r)
 			}
-			if r.took > 20*time.Second {
-				t.Errorf("the launcher took %v, want well under 20 s", r.took)
+			if r.Took > 20*time.Second {
+				t.Errorf("the launcher took %v, want well under 20 s", r.Took)
 			}
 			host := regexp.QuoteMeta(c.host(2))
 			says := strings.Join(launcherLines(t, r), "\n")
@@ -315,15 +315,15 @@ func TestInterrupt(t *testing.T) {
 // with exit status 1, saying so, and that nothing is left running.
 func interrupt(t *testing.T, j *job, l *proc) {
 	t.Helper()
-	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", l.cmd.Process.Pid)); exe != sperli {
-		t.Fatalf("the launcher's pid %d runs %q, want %s", l.cmd.Process.Pid, exe, sperli)
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", l.Cmd.Process.Pid)); exe != sperli {
+		t.Fatalf("the launcher's pid %d runs %q, want %s", l.Cmd.Process.Pid, exe, sperli)
 	}
 	sent := time.Now()
-	if err := l.cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := l.Cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	r := l.wait(t)
-	if r.code != 1 {
+	r := l.Wait(t, timeout)
+	if r.Code != 1 {
 		t.Errorf("%v\nwant exit status 1", r)
 	}
 	if d := time.Since(sent); d > 5*time.Second {
@@ -381,7 +381,7 @@ func TestRankKilled(t *testing.T) {
 		j.env = withEnv(j.env, "SPERLI_TEST_FAILURE_SCHEDULE=0:1")
 		before := sessionCounts(c)
 		r := j.run(append([]string{"run", "-n", "3", "--hosts", j.hosts, "--checkpoint-dir", "ckpt", "--silence", "1000", stencil}, stencilArgs...)...)
-		if got := checksums(r.stdout); r.code != 0 || len(got) != 1 || got[0] != want {
+		if got := checksums(r.Stdout); r.Code != 0 || len(got) != 1 || got[0] != want {
 			t.Errorf("%v\nwant exit status 0 and one checksum line %q", r, want)
 		}
 		moves := regexp.QuoteMeta(fmt.Sprintf("rank 1 restarts on %s (%s)", c.host(4), j.hostLine(4)))
@@ -402,15 +402,15 @@ func TestRankKilled(t *testing.T) {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		r := l.wait(t)
-		if r.code != 0 {
+		r := l.Wait(t, timeout)
+		if r.Code != 0 {
 			t.Errorf("%v\nwant exit status 0", r)
 		}
 		moves := regexp.QuoteMeta(fmt.Sprintf("rank 1 restarts on %s (%s)", c.host(4), j.hostLine(4)))
 		wantSays(t, r, lost, moves, restart)
 		for rank, host := range []int{1, 4, 3} {
 			w := fmt.Sprintf("rank %d inc 1 host %s resumed 1", rank, c.host(host))
-			if !slices.Contains(rankLines(r.stdout, rank), w) {
+			if !slices.Contains(rankLines(r.Stdout, rank), w) {
 				t.Errorf("rank %d's output lacks %q\n%v", rank, w, r)
 			}
 		}

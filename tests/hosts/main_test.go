@@ -13,12 +13,10 @@ package hosts
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sperli/tests/internal/testbin"
 	"strings"
 	"syscall"
@@ -184,24 +182,10 @@ func (c *cluster) newJob(t *testing.T, hostLines ...string) *job {
 // hostLine is the launcher's name of host line i (from 1) of the list.
 func (j *job) hostLine(i int) string { return fmt.Sprintf("%s:%d", j.hosts, i+1) }
 
-func withEnv(env []string, kv ...string) []string {
-	out := slices.Clone(env)
-	for _, e := range kv {
-		k, _, _ := strings.Cut(e, "=")
-		out = slices.DeleteFunc(out, func(o string) bool { return strings.HasPrefix(o, k+"=") })
-		out = append(out, e)
-	}
-	return out
-}
+var withEnv = testbin.WithEnv
 
 // proc is one started process: the launcher, or ssh started by the test.
-type proc struct {
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-	done           chan struct{}
-	err            error
-	started        time.Time
-}
+type proc = testbin.Process
 
 // inHostsNS returns argv run in a mount namespace of its own where
 // /etc/hosts is the cluster's, so that node3.sperli.test resolves as on the
@@ -214,31 +198,14 @@ func (c *cluster) inHostsNS(argv ...string) []string {
 // start starts argv in j.work with j.env (and stdin, when not nil). The
 // process and its children are killed in t.Cleanup if still running.
 func (j *job) start(stdin *os.File, argv ...string) *proc {
-	t := j.t
-	t.Helper()
+	j.t.Helper()
 	full := j.c.inHostsNS(argv...)
-	p := &proc{cmd: exec.Command(full[0], full[1:]...), done: make(chan struct{})}
-	p.cmd.Dir, p.cmd.Env = j.work, j.env
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	cmd := exec.Command(full[0], full[1:]...)
+	cmd.Dir, cmd.Env = j.work, j.env
 	if stdin != nil {
-		p.cmd.Stdin = stdin
+		cmd.Stdin = stdin
 	}
-	p.cmd.WaitDelay = 5 * time.Second
-	p.started = time.Now()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting %q: %v", argv, err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-			return
-		default:
-		}
-		killTree(p.cmd.Process.Pid)
-		<-p.done
-	})
-	return p
+	return testbin.Start(j.t, cmd)
 }
 
 // sperli starts the launcher: sperli ARGS in j.work.
@@ -247,54 +214,15 @@ func (j *job) sperli(args ...string) *proc {
 	return j.start(nil, append([]string{sperli}, args...)...)
 }
 
-// killTree kills pid's children's process groups (every rank leads one),
-// its children, and pid.
-func killTree(pid int) {
-	for _, c := range children(pid) {
-		syscall.Kill(-c.PID, syscall.SIGKILL)
-		syscall.Kill(c.PID, syscall.SIGKILL)
-	}
-	syscall.Kill(pid, syscall.SIGKILL)
-}
+var killTree = testbin.KillTree
 
 // result is how a process ended.
-type result struct {
-	code           int
-	stdout, stderr string
-	took           time.Duration
-}
-
-func (r result) String() string {
-	return fmt.Sprintf("exit status %d after %v\nstdout:\n%s\nstderr:\n%s", r.code, r.took.Round(time.Millisecond), r.stdout, r.stderr)
-}
-
-// wait waits at most timeout for p to end and fails the test if it does
-// not.
-func (p *proc) wait(t testing.TB) result {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout - time.Since(p.started)):
-		killTree(p.cmd.Process.Pid)
-		<-p.done
-		t.Fatalf("%q did not end within %v (killed)\nstdout:\n%s\nstderr:\n%s", p.cmd.Args, timeout, &p.stdout, &p.stderr)
-	}
-	r := result{stdout: p.stdout.String(), stderr: p.stderr.String(), took: time.Since(p.started)}
-	var ee *exec.ExitError
-	switch {
-	case p.err == nil:
-	case errors.As(p.err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("%q: %v", p.cmd.Args, p.err)
-	}
-	return r
-}
+type result = testbin.Result
 
 // run runs the launcher to its end.
 func (j *job) run(args ...string) result {
 	j.t.Helper()
-	return j.sperli(args...).wait(j.t)
+	return j.sperli(args...).Wait(j.t, timeout)
 }
 
 // secretMarks are what a job description, a key or a token looks like on
@@ -362,7 +290,7 @@ func (j *job) checkClean(allowCkpt bool) {
 func launcherLines(t testing.TB, r result) []string {
 	t.Helper()
 	var out []string
-	for _, l := range lines(r.stderr) {
+	for _, l := range lines(r.Stderr) {
 		rest, ok := strings.CutPrefix(l, "sperli: ")
 		if !ok {
 			t.Errorf("launcher line %q does not begin with \"sperli: \"", l)
@@ -405,9 +333,9 @@ func waitFiles(t testing.TB, p *proc, dir string, names ...string) []string {
 		return true
 	})
 	if !ok {
-		killTree(p.cmd.Process.Pid)
-		<-p.done
-		t.Fatalf("no %v in %s within %v\nstdout:\n%s\nstderr:\n%s", names, dir, timeout, &p.stdout, &p.stderr)
+		killTree(p.Cmd.Process.Pid)
+		<-p.Done()
+		t.Fatalf("no %v in %s within %v\nstdout:\n%s\nstderr:\n%s", names, dir, timeout, &p.Stdout, &p.Stderr)
 	}
 	return got
 }

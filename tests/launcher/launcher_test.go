@@ -4,9 +4,7 @@
 package launcher
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -73,108 +71,33 @@ func testMain(m *testing.M) int {
 
 // withEnv returns the test environment with kv ("K=V") set, replacing
 // earlier values of the same keys.
-func withEnv(kv ...string) []string {
-	out := slices.Clone(baseEnv)
-	for _, e := range kv {
-		k, _, _ := strings.Cut(e, "=")
-		out = slices.DeleteFunc(out, func(o string) bool { return strings.HasPrefix(o, k+"=") })
-		out = append(out, e)
-	}
-	return out
-}
+func withEnv(kv ...string) []string { return testbin.WithEnv(baseEnv, kv...) }
 
-// proc is one started sperli process.
-type proc struct {
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-	done           chan struct{}
-	err            error
-}
+type (
+	proc   = testbin.Process
+	result = testbin.Result
+)
 
 // start starts sperli with args in dir (the module root when ""). The
 // process and the ranks it started are killed in t.Cleanup if still
 // running.
 func start(t *testing.T, env []string, dir string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(sperli, args...), done: make(chan struct{})}
+	cmd := exec.Command(sperli, args...)
 	if dir == "" {
 		dir = root
 	}
-	p.cmd.Dir, p.cmd.Env = dir, env
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	p.cmd.WaitDelay = 5 * time.Second // bounds Wait should anything else hold the pipes
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting sperli %q: %v", args, err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-			return
-		default:
-		}
-		for _, c := range children(p.cmd.Process.Pid) {
-			syscall.Kill(-c.PID, syscall.SIGKILL) // each rank leads its own process group
-			syscall.Kill(c.PID, syscall.SIGKILL)
-		}
-		p.cmd.Process.Kill()
-		<-p.done
-	})
-	return p
-}
-
-// stop kills p and waits for it, so that its output can be read.
-func (p *proc) stop() {
-	p.cmd.Process.Kill()
-	<-p.done
-}
-
-// result is how a sperli process ended.
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-// wait waits at most d for p to end and fails the test if it does not.
-func (p *proc) wait(t *testing.T, d time.Duration) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		p.stop()
-		t.Fatalf("sperli %q did not end within %v (killed)\nstdout:\n%s\nstderr:\n%s", p.cmd.Args[1:], d, &p.stdout, &p.stderr)
-	}
-	r := result{stdout: p.stdout.String(), stderr: p.stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case p.err == nil:
-	case errors.As(p.err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("sperli %q: %v", p.cmd.Args[1:], p.err)
-	}
-	return r
+	cmd.Dir, cmd.Env = dir, env
+	return testbin.Start(t, cmd)
 }
 
 // sperliRun runs sperli to its end.
 func sperliRun(t *testing.T, env []string, dir string, args ...string) result {
 	t.Helper()
-	return start(t, env, dir, args...).wait(t, timeout)
+	return start(t, env, dir, args...).Wait(t, timeout)
 }
 
-func (r result) String() string {
-	return fmt.Sprintf("exit status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-}
-
-func writeFile(t *testing.T, path, content string, mode os.FileMode) string {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+var writeFile = testbin.WriteFile
 
 func exists(path string) bool {
 	_, err := os.Lstat(path)
@@ -306,16 +229,16 @@ func TestHostListErrors(t *testing.T) {
 					args = append(args, prog)
 				}
 				r := sperliRun(t, env, dir, args...)
-				if r.code != 2 {
-					t.Errorf("sperli %s: exit status %d, want 2\n%v", sub, r.code, r)
+				if r.Code != 2 {
+					t.Errorf("sperli %s: exit status %d, want 2\n%v", sub, r.Code, r)
 				}
 				var want []string
 				for _, w := range tc.want {
 					want = append(want, strings.NewReplacer("{hosts}", hostsFile, "{deny}", denyFile).Replace(w))
 				}
-				wantOneLine(t, "sperli "+sub, r.stderr, want...)
-				if r.stdout != "" {
-					t.Errorf("sperli %s: stdout = %q, want nothing", sub, r.stdout)
+				wantOneLine(t, "sperli "+sub, r.Stderr, want...)
+				if r.Stdout != "" {
+					t.Errorf("sperli %s: stdout = %q, want nothing", sub, r.Stdout)
 				}
 				wantNotStarted(t, markers)
 				if exists(out) {
@@ -357,12 +280,12 @@ func TestUsage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := sperliRun(t, withEnv(path), dir, tc.args...)
-			if r.code != 2 {
-				t.Errorf("sperli %q: exit status %d, want 2\n%v", tc.args, r.code, r)
+			if r.Code != 2 {
+				t.Errorf("sperli %q: exit status %d, want 2\n%v", tc.args, r.Code, r)
 			}
-			wantOneLine(t, fmt.Sprintf("sperli %q", tc.args), r.stderr, tc.want...)
-			if r.stdout != "" {
-				t.Errorf("sperli %q: stdout = %q, want nothing", tc.args, r.stdout)
+			wantOneLine(t, fmt.Sprintf("sperli %q", tc.args), r.Stderr, tc.want...)
+			if r.Stdout != "" {
+				t.Errorf("sperli %q: stdout = %q, want nothing", tc.args, r.Stdout)
 			}
 			wantNotStarted(t, markers)
 			if exists(filepath.Join(dir, "out")) {
@@ -376,39 +299,7 @@ func TestUsage(t *testing.T) {
 // returns the pids, each checked to be a child of the launcher.
 func waitPIDs(t *testing.T, ctx context.Context, launcher *proc, dir string, n int) []procInfo {
 	t.Helper()
-	pids := make([]procInfo, n)
-	var bad string
-	ok := poll(ctx, func() bool {
-		for r := range pids {
-			if pids[r].PID != 0 {
-				continue
-			}
-			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank-%d.pid", r)))
-			if err != nil {
-				return false
-			}
-			pid, err := strconv.Atoi(string(b))
-			if err != nil {
-				bad = fmt.Sprintf("rank-%d.pid holds %q", r, b)
-				return true
-			}
-			pi, ok := readStat(pid)
-			if !ok || pi.PPID != launcher.cmd.Process.Pid || pi.State == "Z" {
-				bad = fmt.Sprintf("rank %d (pid %d) is no running child of the launcher (pid %d): it ended early?", r, pid, launcher.cmd.Process.Pid)
-				return true
-			}
-			pids[r] = pi
-		}
-		return true
-	})
-	if !ok {
-		bad = fmt.Sprintf("the ranks did not all join within %v", timeout)
-	}
-	if bad != "" {
-		launcher.stop()
-		t.Fatalf("%s\nstdout:\n%s\nstderr:\n%s", bad, &launcher.stdout, &launcher.stderr)
-	}
-	return pids
+	return testbin.WaitPIDs(t, ctx, launcher, dir, n, "join")
 }
 
 // TestRankKilled: a rank killed with SIGKILL while its peers wait on it is
@@ -424,12 +315,12 @@ func TestRankKilled(t *testing.T) {
 		t.Fatalf("kill rank 2 (pid %d): %v", pids[2].PID, err)
 	}
 	// Silence 1000 ms: the job ends well within this bound.
-	r := l.wait(t, 30*time.Second)
-	if r.code != 75 {
-		t.Errorf("exit status %d, want 75 (a rank was lost)\n%v", r.code, r)
+	r := l.Wait(t, 30*time.Second)
+	if r.Code != 75 {
+		t.Errorf("exit status %d, want 75 (a rank was lost)\n%v", r.Code, r)
 	}
 	var lost []string
-	for _, line := range lines(r.stderr) {
+	for _, line := range lines(r.Stderr) {
 		if !strings.HasPrefix(line, "sperli: ") {
 			t.Errorf("launcher line %q does not begin with \"sperli: \"", line)
 		}
@@ -440,12 +331,12 @@ func TestRankKilled(t *testing.T) {
 		}
 	}
 	if len(lost) != 1 {
-		t.Errorf("launcher says %d lines \"sperli: rank 2 lost: ...\", want 1:\n%s", len(lost), r.stderr)
+		t.Errorf("launcher says %d lines \"sperli: rank 2 lost: ...\", want 1:\n%s", len(lost), r.Stderr)
 	} else if strings.Count(lost[0], "rank 2 lost") != 1 {
 		t.Errorf("launcher line %q says \"rank 2 lost\" more than once", lost[0])
 	}
 	for rank := 0; rank < 2; rank++ {
-		got := strings.Join(rankLines(r.stdout, rank), "\n")
+		got := strings.Join(rankLines(r.Stdout, rank), "\n")
 		if !strings.Contains(got, "H1611") && !strings.Contains(got, "H1612") {
 			t.Errorf("rank %d's output %q shows neither H1611 nor H1612\n%v", rank, got, r)
 		}
@@ -453,13 +344,13 @@ func TestRankKilled(t *testing.T) {
 			t.Errorf("rank %d's output %q does not name rank 2 as the cause", rank, got)
 		}
 	}
-	for _, line := range lines(r.stdout) {
+	for _, line := range lines(r.Stdout) {
 		if !regexp.MustCompile(`^\[rank [01]\] `).MatchString(line) {
 			t.Errorf("output line %q is not prefixed [rank 0] or [rank 1]", line)
 		}
 	}
-	if strings.Contains(r.stdout, "\x1e") {
-		t.Errorf("the output shows a status record:\n%q", r.stdout)
+	if strings.Contains(r.Stdout, "\x1e") {
+		t.Errorf("the output shows a status record:\n%q", r.Stdout)
 	}
 }
 
@@ -480,19 +371,19 @@ def main():
     comm.barrier()
 `, tc.line3), 0o644)
 			r := sperliRun(t, baseEnv, dir, "run", "-n", "3", "prog.star")
-			if r.code != 1 {
-				t.Errorf("exit status %d, want 1 (a program error)\n%v", r.code, r)
+			if r.Code != 1 {
+				t.Errorf("exit status %d, want 1 (a program error)\n%v", r.Code, r)
 			}
-			for _, line := range lines(r.stderr) {
+			for _, line := range lines(r.Stderr) {
 				if !strings.HasPrefix(line, "sperli: ") || strings.Contains(line, "lost") || strings.Contains(line, "killed") {
 					t.Errorf("launcher line %q: want \"sperli: \" lines, no loss, no rank killed by the launcher", line)
 				}
 			}
 			last := -1
-			for i, line := range lines(r.stdout) {
+			for i, line := range lines(r.Stdout) {
 				m := regexp.MustCompile(`^\[rank (\d)\] `).FindStringSubmatch(line)
 				if m == nil {
-					t.Fatalf("output line %d %q has no [rank i] prefix\n%s", i+1, line, r.stdout)
+					t.Fatalf("output line %d %q has no [rank i] prefix\n%s", i+1, line, r.Stdout)
 				}
 				rank, _ := strconv.Atoi(m[1])
 				if rank < last {
@@ -501,7 +392,7 @@ def main():
 				last = rank
 			}
 			for rank := 0; rank < 3; rank++ {
-				got := rankLines(r.stdout, rank)
+				got := rankLines(r.Stdout, rank)
 				if len(got) == 0 || got[0] != fmt.Sprintf("rank %d starts", rank) {
 					t.Errorf("rank %d's output %q does not begin with its print (stdout before stderr)", rank, got)
 				}
@@ -526,21 +417,21 @@ func TestSyntaxError(t *testing.T) {
 	pos := regexp.MustCompile(`syn\.star:2:\d+: `)
 
 	r := sperliRun(t, baseEnv, dir, "run", "-n", "3", "syn.star")
-	if r.code != 1 {
-		t.Errorf("sperli run -n 3 syn.star: exit status %d, want 1\n%v", r.code, r)
+	if r.Code != 1 {
+		t.Errorf("sperli run -n 3 syn.star: exit status %d, want 1\n%v", r.Code, r)
 	}
 	for rank := 0; rank < 3; rank++ {
-		if got := strings.Join(rankLines(r.stdout, rank), "\n"); !pos.MatchString(got) {
+		if got := strings.Join(rankLines(r.Stdout, rank), "\n"); !pos.MatchString(got) {
 			t.Errorf("rank %d's output %q does not show syn.star:2:COL:", rank, got)
 		}
 	}
 
 	r = sperliRun(t, baseEnv, dir, "run", "syn.star")
-	if r.code != 1 {
-		t.Errorf("sperli run syn.star: exit status %d, want 1\n%v", r.code, r)
+	if r.Code != 1 {
+		t.Errorf("sperli run syn.star: exit status %d, want 1\n%v", r.Code, r)
 	}
-	if !pos.MatchString(r.stderr) || r.stdout != "" {
-		t.Errorf("sperli run syn.star: stderr %q, stdout %q; want syn.star:2:COL: on stderr only", r.stderr, r.stdout)
+	if !pos.MatchString(r.Stderr) || r.Stdout != "" {
+		t.Errorf("sperli run syn.star: stderr %q, stdout %q; want syn.star:2:COL: on stderr only", r.Stderr, r.Stdout)
 	}
 }
 
@@ -568,7 +459,7 @@ func TestInterrupt(t *testing.T) {
 				// Three children that run sperli (past exec), each with
 				// two peer connections: joined, waiting.
 				ok := poll(ctx, func() bool {
-					kids = children(l.cmd.Process.Pid)
+					kids = children(l.Cmd.Process.Pid)
 					if len(kids) != 3 {
 						return false
 					}
@@ -580,8 +471,8 @@ func TestInterrupt(t *testing.T) {
 					return true
 				})
 				if !ok {
-					l.stop()
-					t.Fatalf("the launcher did not have 3 joined ranks within %v: %+v\nstderr:\n%s", timeout, kids, &l.stderr)
+					l.Stop()
+					t.Fatalf("the launcher did not have 3 joined ranks within %v: %+v\nstderr:\n%s", timeout, kids, &l.Stderr)
 				}
 			}
 			t.Cleanup(func() {
@@ -591,17 +482,17 @@ func TestInterrupt(t *testing.T) {
 					}
 				}
 			})
-			if err := l.cmd.Process.Signal(os.Interrupt); err != nil {
+			if err := l.Cmd.Process.Signal(os.Interrupt); err != nil {
 				t.Fatal(err)
 			}
-			r := l.wait(t, 30*time.Second)
-			if r.code != 1 {
-				t.Errorf("exit status %d after SIGINT, want 1\n%v", r.code, r)
+			r := l.Wait(t, 30*time.Second)
+			if r.Code != 1 {
+				t.Errorf("exit status %d after SIGINT, want 1\n%v", r.Code, r)
 			}
-			if !regexp.MustCompile(`(?m)^sperli: .*interrupt`).MatchString(r.stderr) {
-				t.Errorf("stderr %q does not say the launcher was interrupted", r.stderr)
+			if !regexp.MustCompile(`(?m)^sperli: .*interrupt`).MatchString(r.Stderr) {
+				t.Errorf("stderr %q does not say the launcher was interrupted", r.Stderr)
 			}
-			for _, line := range lines(r.stderr) {
+			for _, line := range lines(r.Stderr) {
 				if strings.Contains(line, "lost") {
 					t.Errorf("launcher line %q: a rank ended by the launcher is not lost", line)
 				}
@@ -654,7 +545,7 @@ func TestJobsAtOnce(t *testing.T) {
 			jobs[i] = start(t, baseEnv, "", "run", "-n", "4", "scripts/examples/sum.star", "1000")
 		}
 		for i, p := range jobs {
-			if r := p.wait(t, timeout); r.code != 0 || r.stdout != want || r.stderr != "" {
+			if r := p.Wait(t, timeout); r.Code != 0 || r.Stdout != want || r.Stderr != "" {
 				t.Errorf("round %d, job %d: %v\nwant exit status 0, stdout %q and no stderr", round, i, r, want)
 			}
 		}
@@ -678,7 +569,7 @@ func TestRunAlone(t *testing.T) {
 	const want = "True\n[\"--steps\", \"5\"]\n"
 
 	r := sperliRun(t, env, dir, "run", prog, "--steps", "5")
-	if r.code != 0 || r.stdout != want || r.stderr != "" {
+	if r.Code != 0 || r.Stdout != want || r.Stderr != "" {
 		t.Fatalf("sperli run alone.star --steps 5: %v\nwant exit status 0 and stdout %q", r, want)
 	}
 	files := progFiles()
@@ -695,7 +586,7 @@ func TestRunAlone(t *testing.T) {
 	}
 
 	r = sperliRun(t, env, dir, "run", prog, "--steps", "5")
-	if r.code != 0 || r.stdout != want {
+	if r.Code != 0 || r.Stdout != want {
 		t.Fatalf("second sperli run alone.star: %v", r)
 	}
 	if got := progFiles(); !slices.Equal(got, files) {
@@ -708,7 +599,7 @@ func TestRunAlone(t *testing.T) {
 	// A changed file is compiled anew, beside the old entry.
 	writeFile(t, prog, "print(comm == None, 'changed')\n", 0o644)
 	r = sperliRun(t, env, dir, "run", prog)
-	if r.code != 0 || r.stdout != "True changed\n" {
+	if r.Code != 0 || r.Stdout != "True changed\n" {
 		t.Fatalf("sperli run of the changed file: %v", r)
 	}
 	if got := progFiles(); len(got) != 2 {
@@ -734,14 +625,14 @@ func TestOutputFormat(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := sperliRun(t, tc.env, t.TempDir(), "run", "-n", "3", echo)
-			if r.code != 0 || r.stderr != "" {
+			if r.Code != 0 || r.Stderr != "" {
 				t.Errorf("sperli run -n 3 echo: %v\nwant exit status 0 and no stderr", r)
 			}
-			if r.stdout != want.String() {
-				t.Errorf("output:\n%q\nwant:\n%q", r.stdout, want.String())
+			if r.Stdout != want.String() {
+				t.Errorf("output:\n%q\nwant:\n%q", r.Stdout, want.String())
 			}
-			if strings.Contains(r.stdout, "\x1b") {
-				t.Errorf("output to a pipe holds escapes: %q", r.stdout)
+			if strings.Contains(r.Stdout, "\x1b") {
+				t.Errorf("output to a pipe holds escapes: %q", r.Stdout)
 			}
 		})
 	}

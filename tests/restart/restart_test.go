@@ -13,7 +13,6 @@ package restart
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -139,93 +138,27 @@ func (j *job) args(n int, more []string, program string, args ...string) []strin
 	return append(append(a, program), args...)
 }
 
-// proc is one started sperli process.
-type proc struct {
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-	done           chan struct{}
-	err            error
-}
+type (
+	proc   = testbin.Process
+	result = testbin.Result
+)
 
 // start starts sperli with args in j.work. The launcher and every rank it
 // started are killed in t.Cleanup if still running.
 func (j *job) start(args ...string) *proc {
-	t := j.t
-	t.Helper()
-	p := &proc{cmd: exec.Command(sperli, args...), done: make(chan struct{})}
-	p.cmd.Dir, p.cmd.Env = j.work, j.env
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	p.cmd.WaitDelay = 5 * time.Second
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting sperli %q: %v", args, err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-			return
-		default:
-		}
-		for _, c := range children(p.cmd.Process.Pid) {
-			syscall.Kill(-c.PID, syscall.SIGKILL) // each rank leads its own process group
-			syscall.Kill(c.PID, syscall.SIGKILL)
-		}
-		p.cmd.Process.Kill()
-		<-p.done
-	})
-	return p
-}
-
-// result is how a sperli process ended.
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-func (r result) String() string {
-	return fmt.Sprintf("exit status %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-}
-
-// wait waits at most timeout for p to end and fails the test if it does not.
-func (p *proc) wait(t testing.TB) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		for _, c := range children(p.cmd.Process.Pid) {
-			syscall.Kill(-c.PID, syscall.SIGKILL)
-		}
-		p.cmd.Process.Kill()
-		<-p.done
-		t.Fatalf("sperli %q did not end within %v (killed)\nstdout:\n%s\nstderr:\n%s", p.cmd.Args[1:], timeout, &p.stdout, &p.stderr)
-	}
-	r := result{stdout: p.stdout.String(), stderr: p.stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case p.err == nil:
-	case errors.As(p.err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("sperli %q: %v", p.cmd.Args[1:], p.err)
-	}
-	return r
+	j.t.Helper()
+	cmd := exec.Command(sperli, args...)
+	cmd.Dir, cmd.Env = j.work, j.env
+	return testbin.Start(j.t, cmd)
 }
 
 // run runs sperli to its end.
 func (j *job) run(args ...string) result {
 	j.t.Helper()
-	return j.start(args...).wait(j.t)
+	return j.start(args...).Wait(j.t, timeout)
 }
 
-func writeFile(t testing.TB, path, content string, mode os.FileMode) string {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+var writeFile = testbin.WriteFile
 
 func lines(s string) []string {
 	if s == "" {
@@ -254,7 +187,7 @@ var checksumRE = regexp.MustCompile(`^\[rank 0\] cells=\d+ steps=\d+ checksum=\d
 func checksum(t testing.TB, r result) string {
 	t.Helper()
 	var got []string
-	for _, l := range lines(r.stdout) {
+	for _, l := range lines(r.Stdout) {
 		if checksumRE.MatchString(l) {
 			got = append(got, l)
 		}
@@ -284,18 +217,18 @@ func baseline(t *testing.T) string {
 	baselineOnce.Do(func() {
 		j := newJob(t, 3, "")
 		r := j.run(j.args(3, nil, stencil, stencilArgs...)...)
-		if r.code != 0 || r.stderr != "" {
+		if r.Code != 0 || r.Stderr != "" {
 			baselineErr = fmt.Sprintf("the run without failure: %v\nwant exit status 0 and no launcher line", r)
 			return
 		}
 		var got []string
-		for _, l := range lines(r.stdout) {
+		for _, l := range lines(r.Stdout) {
 			if checksumRE.MatchString(l) {
 				got = append(got, l)
 			}
 		}
-		if len(got) != 1 || len(lines(r.stdout)) != 1 {
-			baselineErr = fmt.Sprintf("the run without failure printed %q, want one checksum line", r.stdout)
+		if len(got) != 1 || len(lines(r.Stdout)) != 1 {
+			baselineErr = fmt.Sprintf("the run without failure printed %q, want one checksum line", r.Stdout)
 			return
 		}
 		baselineLine = got[0]
@@ -313,13 +246,13 @@ func TestNoFailure(t *testing.T) {
 	want := baseline(t)
 	one := newJob(t, 1, "")
 	r := one.run(one.args(1, nil, stencil, stencilArgs...)...)
-	if r.code != 0 || checksum(t, r) != want {
+	if r.Code != 0 || checksum(t, r) != want {
 		t.Errorf("stencil.star on 1 rank: %v\nwant exit status 0 and %q", r, want)
 	}
 	checkDone(t, one, 1, stencilEpochs)
 	g := newJob(t, 3, "")
 	r = g.run(g.args(3, nil, gostencil, stencilArgs...)...)
-	if r.code != 0 || checksum(t, r) != want {
+	if r.Code != 0 || checksum(t, r) != want {
 		t.Errorf("gostencil on 3 ranks: %v\nwant exit status 0 and %q", r, want)
 	}
 	checkDone(t, g, 3, stencilEpochs)
@@ -330,7 +263,7 @@ func TestNoFailure(t *testing.T) {
 func launcherLines(t testing.TB, r result) []string {
 	t.Helper()
 	var out []string
-	for _, l := range lines(r.stderr) {
+	for _, l := range lines(r.Stderr) {
 		rest, ok := strings.CutPrefix(l, "sperli: ")
 		if !ok {
 			t.Errorf("launcher line %q does not begin with \"sperli: \"", l)
@@ -385,8 +318,8 @@ func TestScheduledKill(t *testing.T) {
 		t.Run(schedule, func(t *testing.T) {
 			j := newJob(t, 4, schedule)
 			r := j.run(j.args(3, nil, stencil, stencilArgs...)...)
-			if r.code != 0 {
-				t.Errorf("exit status %d, want 0\n%v", r.code, r)
+			if r.Code != 0 {
+				t.Errorf("exit status %d, want 0\n%v", r.Code, r)
 			}
 			wantSays(t, r, lostLine(1), movesLine(j, 1, 3), restartLine(1, 3))
 			if got := checksum(t, r); got != want {
@@ -394,7 +327,7 @@ func TestScheduledKill(t *testing.T) {
 			}
 			// Incarnation 0 ended by the loss: ranks 0 and 2 tell it.
 			for _, rank := range []int{0, 2} {
-				if got := strings.Join(rankLines(r.stdout, rank), "\n"); !regexp.MustCompile(`H161[12]: .*rank 1 lost`).MatchString(got) {
+				if got := strings.Join(rankLines(r.Stdout, rank), "\n"); !regexp.MustCompile(`H161[12]: .*rank 1 lost`).MatchString(got) {
 					t.Errorf("rank %d's output %q does not tell of rank 1's loss", rank, got)
 				}
 			}
@@ -419,16 +352,16 @@ func TestExternalKill(t *testing.T) {
 	if err := syscall.Kill(pids[1].PID, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill rank 1 (pid %d): %v", pids[1].PID, err)
 	}
-	r := l.wait(t)
-	if r.code != 0 {
-		t.Errorf("exit status %d, want 0\n%v", r.code, r)
+	r := l.Wait(t, timeout)
+	if r.Code != 0 {
+		t.Errorf("exit status %d, want 0\n%v", r.Code, r)
 	}
 	wantSays(t, r, lostLine(1), movesLine(j, 1, 3), restartLine(1, 3))
 	if got := checksum(t, r); got != want {
 		t.Errorf("result %q, want %q (stencil.star without failure)", got, want)
 	}
 	for rank, host := range []string{"127.0.0.1", "127.0.0.4", "127.0.0.3"} {
-		got := rankLines(r.stdout, rank)
+		got := rankLines(r.Stdout, rank)
 		for _, w := range []string{
 			fmt.Sprintf("rank %d inc 0 host 127.0.0.%d resumed 0", rank, rank+1),
 			fmt.Sprintf("rank %d inc 1 host %s resumed 2", rank, host),
@@ -452,13 +385,13 @@ func TestKillMidCheckpoint(t *testing.T) {
 	t.Run("resume gives epoch 1", func(t *testing.T) {
 		j := newJob(t, 4, schedule)
 		r := j.run(j.args(3, nil, resumes, "4")...)
-		if r.code != 0 {
-			t.Errorf("exit status %d, want 0\n%v", r.code, r)
+		if r.Code != 0 {
+			t.Errorf("exit status %d, want 0\n%v", r.Code, r)
 		}
 		wantSays(t, r, lostLine(2), movesLine(j, 2, 3), restartLine(1, 3))
 		for rank := 0; rank < 3; rank++ {
 			var mine []string
-			for _, l := range rankLines(r.stdout, rank) {
+			for _, l := range rankLines(r.Stdout, rank) {
 				if strings.HasPrefix(l, "inc=") {
 					mine = append(mine, l)
 				}
@@ -479,8 +412,8 @@ func TestKillMidCheckpoint(t *testing.T) {
 		// holds rank 2's file but no COMMIT; epoch 1 is whole.
 		j := newJob(t, 4, schedule)
 		r := j.run(j.args(3, []string{"--restart-max", "0"}, resumes, "4")...)
-		if r.code != 75 {
-			t.Errorf("exit status %d, want 75\n%v", r.code, r)
+		if r.Code != 75 {
+			t.Errorf("exit status %d, want 75\n%v", r.Code, r)
 		}
 		wantSays(t, r, lostLine(2), noRestartLine(2, 0))
 		epochs := checkTree(t, j, 3, 2)
@@ -495,8 +428,8 @@ func TestKillMidCheckpoint(t *testing.T) {
 		want := baseline(t)
 		j := newJob(t, 4, schedule)
 		r := j.run(j.args(3, nil, stencil, stencilArgs...)...)
-		if r.code != 0 {
-			t.Errorf("exit status %d, want 0\n%v", r.code, r)
+		if r.Code != 0 {
+			t.Errorf("exit status %d, want 0\n%v", r.Code, r)
 		}
 		wantSays(t, r, lostLine(2), movesLine(j, 2, 3), restartLine(1, 3))
 		if got := checksum(t, r); got != want {
@@ -516,8 +449,8 @@ func TestRepeatedFailures(t *testing.T) {
 		want := baseline(t)
 		j := newJob(t, 6, schedule)
 		r := j.run(j.args(3, []string{"--restart-max", "3"}, stencil, stencilArgs...)...)
-		if r.code != 0 {
-			t.Errorf("exit status %d, want 0\n%v", r.code, r)
+		if r.Code != 0 {
+			t.Errorf("exit status %d, want 0\n%v", r.Code, r)
 		}
 		wantSays(t, r,
 			lostLine(1), movesLine(j, 1, 3), restartLine(1, 3),
@@ -532,8 +465,8 @@ func TestRepeatedFailures(t *testing.T) {
 		want := baseline(t)
 		j := newJob(t, 6, schedule)
 		r := j.run(j.args(3, []string{"--restart-max", "3"}, gostencil, stencilArgs...)...)
-		if r.code != 0 {
-			t.Errorf("exit status %d, want 0\n%v", r.code, r)
+		if r.Code != 0 {
+			t.Errorf("exit status %d, want 0\n%v", r.Code, r)
 		}
 		if got := checksum(t, r); got != want {
 			t.Errorf("result %q, want %q (stencil.star without failure)", got, want)
@@ -543,7 +476,7 @@ func TestRepeatedFailures(t *testing.T) {
 		for inc, hs := range hostOf {
 			for rank, h := range hs {
 				w := fmt.Sprintf("rank %d inc %d host 127.0.0.%d resumed %d", rank, inc, h, inc)
-				if !slices.Contains(rankLines(r.stdout, rank), w) {
+				if !slices.Contains(rankLines(r.Stdout, rank), w) {
 					t.Errorf("rank %d's output lacks %q\n%v", rank, w, r)
 				}
 			}
@@ -553,14 +486,14 @@ func TestRepeatedFailures(t *testing.T) {
 	t.Run("2 restarts: exit 75", func(t *testing.T) {
 		j := newJob(t, 4, schedule)
 		r := j.run(j.args(3, []string{"--restart-max", "2"}, stencil, stencilArgs...)...)
-		if r.code != 75 {
-			t.Errorf("exit status %d, want 75\n%v", r.code, r)
+		if r.Code != 75 {
+			t.Errorf("exit status %d, want 75\n%v", r.Code, r)
 		}
 		wantSays(t, r,
 			lostLine(1), movesLine(j, 1, 3), restartLine(1, 2),
 			lostLine(2), staysLine(2, 2), restartLine(2, 2),
 			lostLine(0), noRestartLine(0, 2))
-		for _, l := range lines(r.stdout) {
+		for _, l := range lines(r.Stdout) {
 			if checksumRE.MatchString(l) {
 				t.Errorf("a job that ran out of restarts printed its result %q", l)
 			}
@@ -572,8 +505,8 @@ func TestRepeatedFailures(t *testing.T) {
 		want := baseline(t)
 		j := newJob(t, 3, "0:1,1:1")
 		r := j.run(j.args(3, nil, stencil, stencilArgs...)...)
-		if r.code != 0 {
-			t.Errorf("exit status %d, want 0\n%v", r.code, r)
+		if r.Code != 0 {
+			t.Errorf("exit status %d, want 0\n%v", r.Code, r)
 		}
 		wantSays(t, r,
 			lostLine(1), staysLine(1, 1), restartLine(1, 3),
@@ -592,7 +525,7 @@ func TestRepeatedFailures(t *testing.T) {
 func TestStrayTemporaryFiles(t *testing.T) {
 	j := newJob(t, 3, "")
 	r := j.run(j.args(3, nil, strayProg, "4")...)
-	if r.code != 0 || r.stderr != "" {
+	if r.Code != 0 || r.Stderr != "" {
 		t.Errorf("%v\nwant exit status 0 and no launcher line", r)
 	}
 	checkDone(t, j, 3, 4)
@@ -627,14 +560,14 @@ func TestMalformedSchedule(t *testing.T) {
 			prog := writeFile(t, filepath.Join(j.aux, "prog.sh"), "#!/bin/sh\ntouch '"+marker+"'\n", 0o755)
 			for _, program := range []string{stencil, prog} {
 				r := j.run(j.args(3, nil, program, stencilArgs...)...)
-				if r.code != 2 {
-					t.Errorf("%s: exit status %d, want 2\n%v", filepath.Base(program), r.code, r)
+				if r.Code != 2 {
+					t.Errorf("%s: exit status %d, want 2\n%v", filepath.Base(program), r.Code, r)
 				}
 				if got := launcherLines(t, r); len(got) != 1 || !strings.Contains(got[0], "SPERLI_TEST_FAILURE_SCHEDULE") {
 					t.Errorf("%s: launcher lines %q, want one naming SPERLI_TEST_FAILURE_SCHEDULE", filepath.Base(program), got)
 				}
-				if r.stdout != "" {
-					t.Errorf("%s: stdout %q, want nothing", filepath.Base(program), r.stdout)
+				if r.Stdout != "" {
+					t.Errorf("%s: stdout %q, want nothing", filepath.Base(program), r.Stdout)
 				}
 				if _, err := os.Lstat(marker); err == nil {
 					t.Errorf("%s: a rank was started", filepath.Base(program))
@@ -656,7 +589,7 @@ func TestMalformedSchedule(t *testing.T) {
 		want := baseline(t)
 		j := newJob(t, 4, strings.Join(s, ","))
 		r := j.run(j.args(3, nil, stencil, stencilArgs...)...)
-		if r.code != 0 || r.stderr != "" || checksum(t, r) != want {
+		if r.Code != 0 || r.Stderr != "" || checksum(t, r) != want {
 			t.Errorf("%v\nwant exit status 0, no launcher line and %q", r, want)
 		}
 		checkDone(t, j, 3, stencilEpochs)
@@ -776,43 +709,7 @@ func checkDone(t testing.TB, j *job, n, last int) {
 // processes, each checked to be a running child of the launcher.
 func waitPIDs(t testing.TB, ctx context.Context, l *proc, dir string, n int) []procInfo {
 	t.Helper()
-	pids := make([]procInfo, n)
-	var bad string
-	ok := poll(ctx, func() bool {
-		for r := range pids {
-			if pids[r].PID != 0 {
-				continue
-			}
-			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("rank-%d.pid", r)))
-			if err != nil {
-				return false
-			}
-			pid, err := strconv.Atoi(string(b))
-			if err != nil {
-				bad = fmt.Sprintf("rank-%d.pid holds %q", r, b)
-				return true
-			}
-			pi, ok := readStat(pid)
-			if !ok || pi.PPID != l.cmd.Process.Pid || pi.State == "Z" {
-				bad = fmt.Sprintf("rank %d (pid %d) is no running child of the launcher (pid %d)", r, pid, l.cmd.Process.Pid)
-				return true
-			}
-			pids[r] = pi
-		}
-		return true
-	})
-	if !ok {
-		bad = fmt.Sprintf("the ranks did not all stop at their checkpoint within %v", timeout)
-	}
-	if bad != "" {
-		for _, c := range children(l.cmd.Process.Pid) {
-			syscall.Kill(-c.PID, syscall.SIGKILL)
-		}
-		l.cmd.Process.Kill()
-		<-l.done
-		t.Fatalf("%s\nstdout:\n%s\nstderr:\n%s", bad, &l.stdout, &l.stderr)
-	}
-	return pids
+	return testbin.WaitPIDs(t, ctx, l, dir, n, "stop at their checkpoint")
 }
 
 // recoveryTimes is one recovery, from the SIGKILL of rank 3 of 4 to
@@ -836,8 +733,8 @@ func recoverOnce(t testing.TB) recoveryTimes {
 	t.Helper()
 	j := newJob(t, 0, "")
 	r := j.run("run", "-n", "4", "--checkpoint-dir", ckptDir, "--silence", "500", recovery, j.aux)
-	if r.code != 0 {
-		t.Fatalf("exit status %d, want 0\n%v", r.code, r)
+	if r.Code != 0 {
+		t.Fatalf("exit status %d, want 0\n%v", r.Code, r)
 	}
 	wantSays(t, r, lostLine(3), regexp.QuoteMeta("rank 3 restarts where it was, on 127.0.0.1: no unused host line is left"), restartLine(1, 3))
 	checkDone(t, j, 4, 1)
