@@ -15,8 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +25,7 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/tests/internal/testbin"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -51,7 +50,7 @@ func TestMain(m *testing.M) {
 
 func testMain(m *testing.M) int {
 	var err error
-	if root, err = moduleRoot(); err != nil {
+	if root, err = testbin.Root(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -109,29 +108,7 @@ func build() error {
 	return nil
 }
 
-// moduleRoot walks up from the working directory to the directory of go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
-// result is how one process ended.
-type result struct {
-	stdout, stderr string
-	code           int
-}
+type result = testbin.Result
 
 // command makes a command that runs in the module root with the test
 // environment, is killed when ctx ends, and is killed in t.Cleanup if it
@@ -152,17 +129,12 @@ func command(t *testing.T, ctx context.Context, name string, args ...string) (*e
 	return cmd, &stdout, &stderr
 }
 
-// run runs the command to its end within jobTimeout.
+// run runs the command in the module root to its end within jobTimeout.
 func run(t *testing.T, name string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
-	defer cancel()
-	cmd, stdout, stderr := command(t, ctx, name, args...)
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("%s %q did not end within %v (killed)\nstdout:\n%s\nstderr:\n%s", name, args, jobTimeout, stdout, stderr)
-	}
-	return result{stdout.String(), stderr.String(), exitCode(t, err)}
+	cmd := exec.Command(name, args...)
+	cmd.Dir, cmd.Env = root, env
+	return testbin.Start(t, cmd).Wait(t, jobTimeout)
 }
 
 func exitCode(t *testing.T, err error) int {
@@ -178,60 +150,13 @@ func exitCode(t *testing.T, err error) int {
 	return -1
 }
 
-// check compares got with testdata/<name>.golden, or rewrites that file
-// with -update.
-func check(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
-}
+func check(t *testing.T, name, got string) { t.Helper(); testbin.Golden(t, name, got, *update) }
 
 // wantSumLine fails unless out has the exact line of SPEC §16 (with
 // prefix), so that -update cannot bless a wrong total.
 func wantSumLine(t *testing.T, out, prefix string) {
 	t.Helper()
-	for _, l := range strings.Split(out, "\n") {
-		if l == prefix+sumLine {
-			return
-		}
-	}
-	t.Errorf("output has no line %q:\n%s", prefix+sumLine, out)
-}
-
-// randomLoopback returns an address 127.X.Y.Z with X, Y, Z in 1..254 whose
-// ports 47000 … 47000+ranks-1 are free, for jobs of `sperli job make`.
-func randomLoopback(t *testing.T, ranks int) string {
-	t.Helper()
-	b := func() int { return 1 + rand.IntN(254) }
-next:
-	for range 20 {
-		addr := fmt.Sprintf("127.%d.%d.%d", b(), b(), b())
-		for r := 0; r < ranks; r++ {
-			ln, err := net.Listen("tcp", net.JoinHostPort(addr, fmt.Sprint(47000+r)))
-			if err != nil {
-				continue next
-			}
-			ln.Close()
-		}
-		return addr
-	}
-	t.Fatalf("no loopback address with free ports 47000..%d found", 47000+ranks-1)
-	return ""
+	testbin.WantLine(t, out, prefix+sumLine)
 }
 
 // TestCheckLibsperli runs scripts/libsperli/check-libsperli.sh: every
@@ -239,10 +164,10 @@ next:
 func TestCheckLibsperli(t *testing.T) {
 	t.Parallel()
 	r := run(t, "sh", "scripts/libsperli/check-libsperli.sh")
-	if r.code != 0 || !strings.Contains(r.stdout, "test_sperli: ok (") {
-		t.Fatalf("check-libsperli.sh: exit status %d, want 0 and \"test_sperli: ok\"\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "test_sperli: ok (") {
+		t.Fatalf("check-libsperli.sh: exit status %d, want 0 and \"test_sperli: ok\"\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	t.Log(strings.TrimSpace(r.stdout))
+	t.Log(strings.TrimSpace(r.Stdout))
 }
 
 // TestCheckRanks runs scripts/libsperli/check-ranks.sh: three C ranks in
@@ -250,8 +175,8 @@ func TestCheckLibsperli(t *testing.T) {
 func TestCheckRanks(t *testing.T) {
 	t.Parallel()
 	r := run(t, "sh", "scripts/libsperli/check-ranks.sh")
-	if r.code != 0 || !strings.Contains(r.stdout, "check-ranks.sh: ok") {
-		t.Fatalf("check-ranks.sh: exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "check-ranks.sh: ok") {
+		t.Fatalf("check-ranks.sh: exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -261,11 +186,11 @@ func TestCheckRanks(t *testing.T) {
 func TestCodes(t *testing.T) {
 	t.Parallel()
 	r := run(t, filepath.Join(bin, "cpeer"), "codes")
-	if r.code != 0 {
-		t.Fatalf("cpeer codes: exit status %d\n%s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("cpeer codes: exit status %d\n%s", r.Code, r.Stderr)
 	}
 	got := map[int]string{}
-	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
 		n, text, _ := strings.Cut(l, "\t")
 		c, err := strconv.Atoi(n)
 		if err != nil {
@@ -302,11 +227,11 @@ func TestCodes(t *testing.T) {
 func TestRunCsum(t *testing.T) {
 	t.Parallel()
 	r := run(t, sperli, "run", "-n", "3", filepath.Join(bin, "csum"))
-	if r.code != 0 {
-		t.Fatalf("sperli run -n 3 csum: exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("sperli run -n 3 csum: exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	wantSumLine(t, r.stdout, "[rank 0] ")
-	check(t, "run-csum-n3", r.stdout)
+	wantSumLine(t, r.Stdout, "[rank 0] ")
+	check(t, "run-csum-n3", r.Stdout)
 }
 
 // TestRunCFailure: a C rank that ends with a code tells the launcher
@@ -316,16 +241,16 @@ func TestRunCFailure(t *testing.T) {
 	// cpeer echo wants a job of two ranks; with three it ends with
 	// SPERLI_E_RANK through sperli_exit.
 	r := run(t, sperli, "run", "-n", "3", filepath.Join(bin, "cpeer"), "echo")
-	if r.code != 1 {
-		t.Errorf("sperli run -n 3 cpeer echo: exit status %d, want 1\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 1 {
+		t.Errorf("sperli run -n 3 cpeer echo: exit status %d, want 1\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for i := 0; i < 3; i++ {
-		if want := fmt.Sprintf("[rank %d] SPERLI_E_RANK: rank outside the job", i); !strings.Contains(r.stdout, want) {
-			t.Errorf("output has no line %q:\n%s", want, r.stdout)
+		if want := fmt.Sprintf("[rank %d] SPERLI_E_RANK: rank outside the job", i); !strings.Contains(r.Stdout, want) {
+			t.Errorf("output has no line %q:\n%s", want, r.Stdout)
 		}
 	}
-	if strings.Contains(r.stderr, "no status record") {
-		t.Errorf("a C rank wrote no status record:\n%s", r.stderr)
+	if strings.Contains(r.Stderr, "no status record") {
+		t.Errorf("a C rank wrote no status record:\n%s", r.Stderr)
 	}
 
 	// A lost rank: the C ranks left tell the launcher so (exit status 75).
@@ -349,71 +274,27 @@ func TestMixedJob(t *testing.T) {
 	crank := []string{filepath.Join(bin, "csum")}
 	for _, tc := range []struct {
 		name  string
-		ranks [3][]string
+		ranks [][]string
 	}{
-		{"star0-go1-c2", [3][]string{star, gorank, crank}},
-		{"c0-star1-go2", [3][]string{crank, star, gorank}},
+		{"star0-go1-c2", [][]string{star, gorank, crank}},
+		{"c0-star1-go2", [][]string{crank, star, gorank}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			addr := randomLoopback(t, 3)
-			hostsFile := filepath.Join(dir, "hosts")
-			if err := os.WriteFile(hostsFile, []byte(strings.Repeat(addr+"\n", 3)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			out := filepath.Join(dir, "job")
-			if r := run(t, sperli, "job", "make", "-n", "3", "--hosts", hostsFile, "--out", out); r.code != 0 {
-				t.Fatalf("sperli job make: exit status %d, want 0\nstderr:\n%s", r.code, r.stderr)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
-			defer cancel()
-			type proc struct {
-				cmd            *exec.Cmd
-				stdout, stderr *bytes.Buffer
-				err            error
-				done           chan struct{}
-			}
-			procs := make([]*proc, 3)
-			for i, argv := range tc.ranks {
-				cmd, stdout, stderr := command(t, ctx, argv[0], argv[1:]...)
-				in, err := os.Open(filepath.Join(out, fmt.Sprintf("rank-%d.job", i)))
-				if err != nil {
-					t.Fatal(err)
+			_, _, res := testbin.HandJob(t, sperli, root, env, tc.ranks, jobTimeout)
+			for i, r := range res {
+				if r.Code != 0 {
+					t.Errorf("rank %d (%s): exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", i, tc.ranks[i][0], r.Code, r.Stdout, r.Stderr)
 				}
-				t.Cleanup(func() { in.Close() })
-				cmd.Stdin = in
-				procs[i] = &proc{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
-			}
-			order := rand.Perm(3)
-			t.Logf("host %s, start order %v", addr, order)
-			for _, i := range order {
-				time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond) // a start skew, not a wait for anything
-				p := procs[i]
-				if err := p.cmd.Start(); err != nil {
-					t.Fatalf("starting rank %d: %v", i, err)
-				}
-				go func() { p.err = p.cmd.Wait(); close(p.done) }()
-			}
-			for _, p := range procs {
-				<-p.done // bounded: ctx kills the process
-			}
-			if ctx.Err() != nil {
-				t.Errorf("the job did not end within %v (killed)", jobTimeout)
-			}
-			for i, p := range procs {
-				if code := exitCode(t, p.err); code != 0 {
-					t.Errorf("rank %d (%s): exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", i, tc.ranks[i][0], code, p.stdout, p.stderr)
-				}
-				if s := p.stderr.String(); s != "" {
-					t.Errorf("rank %d (%s) wrote on stderr (a rank started by hand writes no status record):\n%s", i, tc.ranks[i][0], s)
+				if r.Stderr != "" {
+					t.Errorf("rank %d (%s) wrote on stderr (a rank started by hand writes no status record):\n%s", i, tc.ranks[i][0], r.Stderr)
 				}
 			}
 			for i := 1; i < 3; i++ {
-				if s := procs[i].stdout.String(); s != "" {
+				if s := res[i].Stdout; s != "" {
 					t.Errorf("rank %d printed %q, want nothing", i, s)
 				}
 			}
-			got := procs[0].stdout.String()
+			got := res[0].Stdout
 			wantSumLine(t, got, "")
 			check(t, "mixed-"+tc.name, got)
 		})

@@ -7,13 +7,8 @@
 package golden
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,151 +69,58 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-// moduleRoot walks up from the working directory to the directory of go.mod.
+type result = testbin.Result
 
-// result is how one process ended.
-type result struct {
-	stdout, stderr string
-	code           int
-}
-
-// command makes a command that runs in the module root with the test
-// environment, is killed when ctx ends, and is killed in t.Cleanup if it
-// still runs then.
-func command(t *testing.T, ctx context.Context, name string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = root
-	cmd.Env = env
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	t.Cleanup(func() {
-		if cmd.Process != nil {
-			cmd.Process.Kill() // ErrProcessDone when it has ended
-		}
-	})
-	return cmd, &stdout, &stderr
-}
-
-// run runs the command to its end within jobTimeout.
+// run runs name with args in the module root to its end, within jobTimeout.
 func run(t *testing.T, name string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
-	defer cancel()
-	cmd, stdout, stderr := command(t, ctx, name, args...)
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("%s %q did not end within %v (killed)\nstdout:\n%s\nstderr:\n%s", name, args, jobTimeout, stdout, stderr)
-	}
-	return result{stdout.String(), stderr.String(), exitCode(t, err)}
+	cmd := exec.Command(name, args...)
+	cmd.Dir, cmd.Env = root, env
+	return testbin.Start(t, cmd).Wait(t, jobTimeout)
 }
 
-func exitCode(t *testing.T, err error) int {
-	t.Helper()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		return ee.ExitCode()
-	}
-	t.Fatalf("cannot run: %v", err)
-	return -1
-}
-
-// check compares got with testdata/<name>.golden, or rewrites that file
-// with -update.
-func check(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
-}
+func check(t *testing.T, name, got string) { t.Helper(); testbin.Golden(t, name, got, *update) }
 
 // wantSumLine fails unless out has the exact line of SPEC §16 (with
 // prefix), so that -update cannot bless a wrong total.
 func wantSumLine(t *testing.T, out, prefix string) {
 	t.Helper()
-	for _, l := range strings.Split(out, "\n") {
-		if l == prefix+sumLine {
-			return
-		}
-	}
-	t.Errorf("output has no line %q:\n%s", prefix+sumLine, out)
+	testbin.WantLine(t, out, prefix+sumLine)
 }
 
 func TestRunSum(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4, 7} {
 		t.Run(fmt.Sprintf("n%d", n), func(t *testing.T) {
 			r := run(t, sperli, "run", "-n", fmt.Sprint(n), "scripts/examples/sum.star")
-			if r.code != 0 {
-				t.Fatalf("sperli run -n %d sum.star: exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", n, r.code, r.stdout, r.stderr)
+			if r.Code != 0 {
+				t.Fatalf("sperli run -n %d sum.star: exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", n, r.Code, r.Stdout, r.Stderr)
 			}
-			wantSumLine(t, r.stdout, "[rank 0] ")
-			check(t, fmt.Sprintf("run-sum-star-n%d", n), r.stdout)
+			wantSumLine(t, r.Stdout, "[rank 0] ")
+			check(t, fmt.Sprintf("run-sum-star-n%d", n), r.Stdout)
 		})
 	}
 }
 
 func TestRunGosum(t *testing.T) {
 	r := run(t, sperli, "run", "-n", "3", gosum)
-	if r.code != 0 {
-		t.Fatalf("sperli run -n 3 gosum: exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("sperli run -n 3 gosum: exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
-	wantSumLine(t, r.stdout, "[rank 0] ")
-	check(t, "run-gosum-n3", r.stdout)
+	wantSumLine(t, r.Stdout, "[rank 0] ")
+	check(t, "run-gosum-n3", r.Stdout)
 }
 
 func TestCodes(t *testing.T) {
 	r := run(t, sperli, "codes")
-	if r.code != 0 || r.stderr != "" {
-		t.Fatalf("sperli codes: exit status %d, stderr %q; want 0 and nothing", r.code, r.stderr)
+	if r.Code != 0 || r.Stderr != "" {
+		t.Fatalf("sperli codes: exit status %d, stderr %q; want 0 and nothing", r.Code, r.Stderr)
 	}
 	for _, want := range []string{"H1601", "H1611  peer lost: silence limit passed, or connection broke without bye", "H1625"} {
-		if !strings.Contains(r.stdout, want) {
+		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("sperli codes does not show %q", want)
 		}
 	}
-	check(t, "codes", r.stdout)
-}
-
-// randomLoopback returns an address 127.X.Y.Z with X, Y, Z in 1..254, so
-// that the fixed ports of a job made by `sperli job make` (47000 + rank)
-// do not collide with another test's. An address whose ports are taken
-// already (a listener on the wildcard address holds them on every
-// address) is passed over.
-func randomLoopback(t *testing.T, ranks int) string {
-	t.Helper()
-	b := func() int { return 1 + rand.IntN(254) }
-next:
-	for range 20 {
-		addr := fmt.Sprintf("127.%d.%d.%d", b(), b(), b())
-		for r := 0; r < ranks; r++ {
-			ln, err := net.Listen("tcp", net.JoinHostPort(addr, fmt.Sprint(47000+r)))
-			if err != nil {
-				continue next
-			}
-			ln.Close()
-		}
-		return addr
-	}
-	t.Fatalf("no loopback address with free ports 47000..%d found", 47000+ranks-1)
-	return ""
+	check(t, "codes", r.Stdout)
 }
 
 // TestMixedJob starts by hand the ranks of a job made by `sperli job make`,
@@ -229,23 +131,13 @@ func TestMixedJob(t *testing.T) {
 	gorank := []string{gosum}
 	for _, tc := range []struct {
 		name  string
-		ranks [3][]string
+		ranks [][]string
 	}{
-		{"star-rank0-go-ranks", [3][]string{star, gorank, gorank}},
-		{"go-rank0-star-ranks", [3][]string{gorank, star, star}},
+		{"star-rank0-go-ranks", [][]string{star, gorank, gorank}},
+		{"go-rank0-star-ranks", [][]string{gorank, star, star}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			addr := randomLoopback(t, 3)
-			hostsFile := filepath.Join(dir, "hosts")
-			if err := os.WriteFile(hostsFile, []byte(strings.Repeat(addr+"\n", 3)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			out := filepath.Join(dir, "job")
-			r := run(t, sperli, "job", "make", "-n", "3", "--hosts", hostsFile, "--out", out)
-			if r.code != 0 {
-				t.Fatalf("sperli job make: exit status %d, want 0\nstderr:\n%s", r.code, r.stderr)
-			}
+			out, made, res := testbin.HandJob(t, sperli, root, env, tc.ranks, jobTimeout)
 			for i := 0; i < 3; i++ {
 				f := filepath.Join(out, fmt.Sprintf("rank-%d.job", i))
 				fi, err := os.Stat(f)
@@ -255,57 +147,21 @@ func TestMixedJob(t *testing.T) {
 				if fi.Mode().Perm() != 0o600 {
 					t.Errorf("%s has mode %v, want 0600", f, fi.Mode().Perm())
 				}
-				if !strings.Contains(r.stdout, f) {
-					t.Errorf("sperli job make output does not name %s:\n%s", f, r.stdout)
+				if !strings.Contains(made.Stdout, f) {
+					t.Errorf("sperli job make output does not name %s:\n%s", f, made.Stdout)
 				}
 			}
-
-			ctx, cancel := context.WithTimeout(context.Background(), jobTimeout)
-			defer cancel()
-			type proc struct {
-				cmd            *exec.Cmd
-				stdout, stderr *bytes.Buffer
-				err            error
-				done           chan struct{}
-			}
-			procs := make([]*proc, 3)
-			for i, argv := range tc.ranks {
-				cmd, stdout, stderr := command(t, ctx, argv[0], argv[1:]...)
-				in, err := os.Open(filepath.Join(out, fmt.Sprintf("rank-%d.job", i)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { in.Close() })
-				cmd.Stdin = in
-				procs[i] = &proc{cmd: cmd, stdout: stdout, stderr: stderr, done: make(chan struct{})}
-			}
-			order := rand.Perm(3)
-			t.Logf("host %s, start order %v", addr, order)
-			for _, i := range order {
-				time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond) // a start skew, not a wait for anything
-				p := procs[i]
-				if err := p.cmd.Start(); err != nil {
-					t.Fatalf("starting rank %d: %v", i, err)
-				}
-				go func() { p.err = p.cmd.Wait(); close(p.done) }()
-			}
-			for _, p := range procs {
-				<-p.done // bounded: ctx kills the process
-			}
-			if ctx.Err() != nil {
-				t.Errorf("the job did not end within %v (killed)", jobTimeout)
-			}
-			for i, p := range procs {
-				if code := exitCode(t, p.err); code != 0 {
-					t.Errorf("rank %d (%s): exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", i, tc.ranks[i][0], code, p.stdout, p.stderr)
+			for i, r := range res {
+				if r.Code != 0 {
+					t.Errorf("rank %d (%s): exit status %d, want 0\nstdout:\n%s\nstderr:\n%s", i, tc.ranks[i][0], r.Code, r.Stdout, r.Stderr)
 				}
 			}
 			for i := 1; i < 3; i++ {
-				if s := procs[i].stdout.String(); s != "" {
+				if s := res[i].Stdout; s != "" {
 					t.Errorf("rank %d printed %q, want nothing", i, s)
 				}
 			}
-			got := procs[0].stdout.String()
+			got := res[0].Stdout
 			wantSumLine(t, got, "")
 			check(t, "mixed-"+tc.name, got)
 		})
