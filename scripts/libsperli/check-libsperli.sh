@@ -12,24 +12,9 @@
 # already (tests/clib does so); GO, CC as for build.sh.
 set -eu
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
-GO=${GO:-go}
-CC=${CC:-cc}
-if [ "${LIBSPERLI_PREBUILT:-}" != 1 ]; then
-	sh scripts/libsperli/build.sh >/dev/null
-fi
-target=$(uname -s | tr '[:upper:]' '[:lower:]')
-lib=libsperli/c/$target
-if [ -z "${SPERLI:-}" ]; then
-	"$GO" build -o bin/sperli ./cmd/sperli
-	SPERLI=bin/sperli
-fi
-work=$(mktemp -d "${TMPDIR:-/tmp}/libsperli-check.XXXXXX")
-trap 'rm -rf "$work"' EXIT INT TERM
-
-"$CC" -O2 -std=c11 -Wall -Wextra -Werror -pthread -I "$lib" -o "$work/test_sperli" \
-	libsperli/test/test_sperli.c "$lib/libsperli.a" -lpthread
+check=check
+. "$(dirname "$0")/prelude.sh"
+build_test test_sperli
 
 # A random loopback address 127.X.Y.Z (X, Y, Z in 1 … 254) whose ports
 # 47000 and 47001 nobody listens at.

@@ -11,24 +11,9 @@
 # so); GO, CC as for build.sh.
 set -eu
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
-GO=${GO:-go}
-CC=${CC:-cc}
-if [ "${LIBSPERLI_PREBUILT:-}" != 1 ]; then
-	sh scripts/libsperli/build.sh >/dev/null
-fi
-target=$(uname -s | tr '[:upper:]' '[:lower:]')
-lib=libsperli/c/$target
-if [ -z "${SPERLI:-}" ]; then
-	"$GO" build -o bin/sperli ./cmd/sperli
-	SPERLI=bin/sperli
-fi
-work=$(mktemp -d "${TMPDIR:-/tmp}/libsperli-ranks.XXXXXX")
-trap 'rm -rf "$work"' EXIT INT TERM
-
-"$CC" -O2 -std=c11 -Wall -Wextra -Werror -pthread -I "$lib" -o "$work/test_ranks" \
-	libsperli/test/test_ranks.c "$lib/libsperli.a" -lpthread
+check=ranks
+. "$(dirname "$0")/prelude.sh"
+build_test test_ranks
 
 status=0
 "$SPERLI" run -n 3 "$work/test_ranks" >"$work/out" 2>&1 || status=$?
