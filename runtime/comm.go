@@ -26,6 +26,7 @@ type Comm struct {
 	rank int
 	size int
 	inc  uint32
+	spin time.Duration // the reads' spin limit (spin.go)
 
 	peers   []*peer // nil at this rank's own index
 	jobPub  *pki.PublicKey
@@ -82,6 +83,10 @@ func (c *Comm) Finished() bool {
 
 // StaleDropped returns how many frames of another incarnation were dropped.
 func (c *Comm) StaleDropped() int64 { return c.staleDropped.Load() }
+
+// Spin is the spin limit of this rank's reads (spin.go): 0 when they block
+// in Go's poller at once.
+func (c *Comm) Spin() time.Duration { return c.spin }
 
 func newComm(j *Job) *Comm {
 	c := &Comm{

@@ -83,6 +83,7 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 		return nil, err
 	}
 	c := newComm(j)
+	c.spin = spin
 	// The control channel is watched from the start: a launcher that goes
 	// while the rank still joins (it was interrupted, another rank could
 	// not be started) ends the join at once, not at the join window's end.

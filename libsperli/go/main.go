@@ -23,11 +23,13 @@
 //   - Results (recv, collectives, resume) are Go memory kept in the session
 //     until the next call that makes data; sperli_result copies them out.
 //   - Calls that wait (join, recv, finish_send and finish_recv, the
-//     collectives, finish, checkpoint, resume) run on one worker goroutine,
-//     not on the C thread, which waits in C (wait.c): a C thread that calls
-//     into Go is locked to its goroutine, and a locked goroutine that parks
-//     costs every message two thread wake-ups instead of one. Sends, which
-//     write to the connection directly, run on the C thread.
+//     collectives, finish, checkpoint, resume) run on the C thread when the
+//     session's reads spin (runtime's low-latency wait: its goroutine then
+//     spins in the read itself), else on one worker goroutine while the C
+//     thread waits in C (wait.c): a C thread that calls into Go is locked to
+//     its goroutine, and a locked goroutine that parks in Go's poller costs
+//     every message two thread wake-ups instead of one. Sends, which write
+//     to the connection directly, run on the C thread.
 //   - The runtime's H1616 and H1617 become negative codes: H1617 (a peer
 //     that has finished) is SPERLI_E_FINISHED; H1616 cannot happen after
 //     sperli.c's checks, so it is a broken promise.
@@ -91,8 +93,22 @@ var (
 	pending      atomic.Pointer[func()]
 	sleeping     atomic.Bool // the worker sleeps in the pipe: a call must write to it
 	wakeR, wakeW *os.File
-	direct       = os.Getenv("SPERLI_WORKER") == "0" // diagnostics: run every call on the C thread
+	worker1      = os.Getenv("SPERLI_WORKER") // "0": every call on the C thread; "1": every waiting call on the worker
+	direct       = worker1 == "0"
+	// onCaller: the session's reads spin outside Go's poller (runtime's
+	// low-latency wait), so a waiting call runs on the C thread itself: its
+	// goroutine spins in the read and parks only after the spin, and the
+	// worker's wake-up, the cost it exists to avoid, would be the only one
+	// left (C–C round trip 134 µs with the worker, 36 µs without, Go–Go 35).
+	onCaller atomic.Bool
 )
+
+// setSession makes s the open session (nil: none) and decides where its
+// waiting calls run.
+func setSession(s *session) {
+	sess = s
+	onCaller.Store(s != nil && s.c.Spin() > 0 && worker1 != "1")
+}
 
 func init() {
 	if direct {
@@ -130,14 +146,18 @@ func worker() {
 // sperligo_wait(d) for f's code. Every pointer f uses is the C caller's and
 // stays valid while it waits.
 func async(d *C.sperligo_done, f func() C.int) {
+	if direct || onCaller.Load() {
+		func() {
+			defer guard()
+			d.rc = f()
+			C.sperligo_done_here(d)
+		}()
+		return
+	}
 	call := func() {
 		defer guard()
 		d.rc = f()
 		C.sperligo_wake(d)
-	}
-	if direct {
-		call()
-		return
 	}
 	if !pending.CompareAndSwap(nil, &call) {
 		broken("a call reached the worker while another was pending")
@@ -309,7 +329,7 @@ func initJob(line []byte, fromStdin bool, rank, size *C.int, inc *C.uint32_t, jo
 		}
 		return code(err)
 	}
-	sess = &session{c: c}
+	setSession(&session{c: c})
 	if j.Launched && j.Control == os.Stdin {
 		watched = true
 	}
@@ -490,7 +510,7 @@ func sperligo_abort() C.int {
 	defer guard()
 	s := need()
 	err := s.c.Abort()
-	sess = nil
+	setSession(nil)
 	ended = codes.New(codes.Finished, "the communicator was aborted")
 	return code(err)
 }
@@ -501,7 +521,7 @@ func sperligo_finish(d *C.sperligo_done) {
 	s := need()
 	async(d, func() C.int {
 		err := s.c.Finish()
-		sess = nil
+		setSession(nil)
 		return code(err)
 	})
 }
@@ -592,7 +612,7 @@ func sperligo_exit(rc C.int, msg *C.char) C.int {
 	}
 	if sess != nil {
 		st := runtime.Exit(sess.c, err)
-		sess = nil
+		setSession(nil)
 		return C.int(st)
 	}
 	if err == nil {

@@ -76,3 +76,7 @@ void sperligo_wake(sperligo_done *d) {
      * more work. */
     sched_yield();
 }
+
+void sperligo_done_here(sperligo_done *d) {
+    __atomic_store_n(&d->flag, 1, __ATOMIC_RELEASE);
+}

@@ -20,4 +20,8 @@ int sperligo_wait(sperligo_done *d);
 /* sperligo_wake marks d done and wakes its waiter. */
 void sperligo_wake(sperligo_done *d);
 
+/* sperligo_done_here marks d done for a call that ran on the waiting
+ * thread itself (SPERLI_WORKER=0): nobody to wake, nothing to yield to. */
+void sperligo_done_here(sperligo_done *d);
+
 #endif

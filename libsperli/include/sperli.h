@@ -35,12 +35,15 @@
  * - One call at a time: a function called while another function of the
  *   library runs (in another thread) returns SPERLI_E_BUSY at once and does
  *   nothing. Only sperli_strerror may be called at any time.
- * - Calls that wait (init, recv, finish_send, finish_recv, the collectives,
- *   finish, checkpoint, resume) run on the library's own thread; the
- *   calling thread waits, spinning first for up to SPERLI_SPIN_US
- *   microseconds (environment; default 1000, 0 never spins) while yielding
- *   the processor, then sleeping. The library uses the Go runtime's
- *   threads; it is not usable in the child of a fork(2).
+ * - Waiting: a receive polls its socket for up to SPERLI_SPIN_US
+ *   microseconds (environment; default 1000, 0 when the host runs more
+ *   ranks than it has processors; 0 never spins) before it blocks. While
+ *   reads spin, the calls that wait (recv, finish_send, finish_recv, the
+ *   collectives, finish, checkpoint, resume) run on the calling thread;
+ *   otherwise, and for init, they run on the library's own thread and the
+ *   calling thread waits, spinning first for up to SPERLI_SPIN_US while
+ *   yielding the processor, then sleeping (docs/c.md §7). The library uses
+ *   the Go runtime's threads; it is not usable in the child of a fork(2).
  * - Every function returns a code (int): 0 when it did what it says, a
  *   negative SPERLI_E_* code for a mistake of the caller — then it did
  *   nothing at all: no byte was sent, the job goes on, every out argument is
