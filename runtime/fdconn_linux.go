@@ -118,11 +118,11 @@ func (c *fdConn) Read(b []byte) (int, error) {
 	}
 	var start int64
 	for i := 0; ; i++ {
-		n, err := syscall.Read(c.fd, b)
+		n, err := nbRead(c.fd, b)
 		switch {
 		case n > 0:
 			return n, nil
-		case err == nil:
+		case err == 0:
 			return 0, io.EOF
 		case err == syscall.EINTR:
 			continue
@@ -164,7 +164,7 @@ func (c *fdConn) Write(b []byte) (int, error) {
 		}
 		// send with MSG_NOSIGNAL: a peer that went away is EPIPE, never
 		// SIGPIPE (which a C program embedding libsperli would get).
-		r, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(c.fd), uintptr(unsafe.Pointer(&b[w])), uintptr(len(b)-w), syscall.MSG_NOSIGNAL, 0, 0)
+		r, _, e := rawSyscall6(syscall.SYS_SENDTO, uintptr(c.fd), uintptr(unsafe.Pointer(&b[w])), uintptr(len(b)-w), syscall.MSG_NOSIGNAL, 0, 0)
 		switch {
 		case e == 0:
 			w += int(r)
@@ -332,3 +332,18 @@ func (c *fdConn) setDeadline(write bool, t time.Time) error {
 	c.mu.Unlock()
 	return nil
 }
+
+// nbRead is read(2) on the non-blocking socket.
+func nbRead(fd int, b []byte) (int, syscall.Errno) {
+	r, _, e := rawSyscall6(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0, 0, 0)
+	return int(r), e
+}
+
+// rawSyscall6 makes the socket's read and sendto calls. The socket is
+// non-blocking, so they never wait, and a raw system call skips the
+// scheduler's bookkeeping of a call that might (entersyscall, exitsyscall,
+// sysmon's hand-off of the processor): measured, 64 B Go–Go round trip
+// 28.1 → 23.1 µs and a 1 MiB stream 13% faster (docs/benchmarks.md). A
+// sendto of a 16 KiB record on loopback holds the processor for the
+// microseconds the kernel takes to deliver it, as a computation would.
+var rawSyscall6 = syscall.RawSyscall6
