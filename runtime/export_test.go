@@ -41,6 +41,9 @@ func PeerSpinForTest(c *Comm, r int) time.Duration {
 	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok {
 		conn = nc.NetConn()
 	}
+	if cc, ok := conn.(*corkConn); ok {
+		conn = cc.Conn
+	}
 	if fc, ok := conn.(interface{ spinLimit() time.Duration }); ok {
 		return fc.spinLimit()
 	}

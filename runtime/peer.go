@@ -69,9 +69,10 @@ type peer struct {
 	writerData int         // ordered frames the writer took and is writing
 	werr       error       // the first write error
 
-	wmu sync.Mutex // guards bw and the connection's write side
-	bw  *bufio.Writer
-	hb  [wire.HeaderSize]byte
+	wmu  sync.Mutex // guards bw, cork and the connection's write side
+	bw   *bufio.Writer
+	cork *corkConn // below TLS, or nil
+	hb   [wire.HeaderSize]byte
 
 	kick  chan struct{} // wakes the writer
 	rkick chan struct{} // wakes the reader goroutine out of its grace (readSoon)
@@ -104,6 +105,9 @@ func newPeer(c *Comm, rank int, conn net.Conn, silenceMS uint32) *peer {
 		rkick:      make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
+	}
+	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		p.cork, _ = nc.NetConn().(*corkConn)
 	}
 	p.silenceMS.Store(int64(silenceMS))
 	p.lastHeard.Store(time.Now().UnixNano())
@@ -164,7 +168,7 @@ func (p *peer) send(f *outFrame, wait bool) error {
 		p.wmu.Lock()
 		err := p.writeFrame(f)
 		if err == nil {
-			err = p.bw.Flush()
+			err = p.flush()
 		}
 		p.wmu.Unlock()
 		p.qmu.Lock()
@@ -209,8 +213,12 @@ func (p *peer) send(f *outFrame, wait bool) error {
 // enqueue hands an ordered frame to the writer and returns at once.
 func (p *peer) enqueue(f *outFrame) error { return p.send(f, false) }
 
-// writeFrame writes one frame into bw. Call with wmu held.
+// writeFrame writes one frame into bw, corking the connection below TLS
+// for a large one (cork.go). Call with wmu held.
 func (p *peer) writeFrame(f *outFrame) error {
+	if len(f.payload) >= corkMin && p.cork != nil {
+		p.cork.cork()
+	}
 	f.h.Source = uint32(p.c.rank)
 	f.h.Incarnation = p.c.inc
 	f.h.Put(p.hb[:])
@@ -218,6 +226,18 @@ func (p *peer) writeFrame(f *outFrame) error {
 		return err
 	}
 	_, err := p.bw.Write(f.payload)
+	return err
+}
+
+// flush writes out what bw holds and what the cork gathered. Call with wmu
+// held.
+func (p *peer) flush() error {
+	err := p.bw.Flush()
+	if p.cork != nil {
+		if uerr := p.cork.uncork(); err == nil {
+			err = uerr
+		}
+	}
 	return err
 }
 
@@ -277,7 +297,7 @@ func (p *peer) writeLoop() {
 					}
 				}
 				if err == nil {
-					err = p.bw.Flush()
+					err = p.flush()
 				}
 				p.wmu.Unlock()
 			}

@@ -87,9 +87,13 @@ func countCPUList(s string) int {
 // fdConn outside Go's poller (where the platform has one), else raw.
 func meshConn(raw net.Conn, spin time.Duration) (net.Conn, error) {
 	if spin <= 0 {
-		return raw, nil
+		return &corkConn{Conn: raw}, nil
 	}
-	return ownConn(raw)
+	c, err := ownConn(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &corkConn{Conn: c}, nil
 }
 
 // setSpin sets the spin limit of conn's reads, if conn (or the connection
@@ -97,6 +101,9 @@ func meshConn(raw net.Conn, spin time.Duration) (net.Conn, error) {
 func setSpin(conn net.Conn, d time.Duration) {
 	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok {
 		conn = nc.NetConn()
+	}
+	if cc, ok := conn.(*corkConn); ok {
+		conn = cc.Conn
 	}
 	if sc, ok := conn.(interface{ setSpin(time.Duration) }); ok {
 		sc.setSpin(d)
