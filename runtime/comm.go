@@ -120,14 +120,21 @@ func (c *Comm) usableLocked() error {
 }
 
 // end records why the communicator ended and wakes every waiter. It reports
-// whether this call was the first (only the first cause is kept).
-func (c *Comm) end(err error) bool {
+// whether this call was the first (only the first cause is kept). With a
+// reason, the first call also tells every peer (an abort frame) — before
+// any waiter wakes: a woken program may close the communicator at once, and
+// a peer that read the connection's end before the abort would take this
+// rank for lost.
+func (c *Comm) end(err error, tell *wire.Reason) bool {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
 		return false
 	}
 	c.err = err
+	if tell != nil {
+		c.tell(*tell)
+	}
 	close(c.dead)
 	ops := c.match.all()
 	c.mu.Unlock()
@@ -158,9 +165,7 @@ func (c *Comm) lost(rank int, why string) {
 		Msg:   fmt.Sprintf("rank %d lost: %s", rank, why),
 		Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost},
 	}
-	if c.end(err) {
-		c.tell(wire.Reason{Code: codes.PeerLost, Cause: codes.CauseLost, Rank: int32(rank), Msg: err.Error()})
-	}
+	c.end(err, &wire.Reason{Code: codes.PeerLost, Cause: codes.CauseLost, Rank: int32(rank), Msg: err.Error()})
 	if p := c.peers[rank]; p != nil {
 		p.close()
 	}
@@ -173,9 +178,7 @@ func (c *Comm) fail(err error) {
 	if !code.Valid() {
 		code = codes.JobEnded
 	}
-	if c.end(err) {
-		c.tell(wire.Reason{Code: code, Cause: codes.CauseFailed, Rank: int32(c.rank), Msg: oneLine(err.Error())})
-	}
+	c.end(err, &wire.Reason{Code: code, Cause: codes.CauseFailed, Rank: int32(c.rank), Msg: oneLine(err.Error())})
 }
 
 // oneLine returns the line of a (possibly multi-line) error text that says
@@ -199,17 +202,15 @@ func (c *Comm) ended(from int, r wire.Reason) {
 	case codes.CauseLauncher:
 		msg = fmt.Sprintf("job ended by rank %d: its launcher is gone", from)
 	}
-	if c.end(&codes.Error{
+	// The news is passed on, so that a rank that has not read the first
+	// abort yet learns the cause, not a closed connection (which would look
+	// like a loss).
+	c.end(&codes.Error{
 		Code:  codes.JobEnded,
 		Rank:  from,
 		Msg:   msg,
 		Cause: &codes.Cause{Kind: r.Cause, Rank: int(r.Rank), Code: r.Code},
-	}) {
-		// Pass the news on before this rank closes, so that a rank that has
-		// not read the first abort yet learns the cause, not a closed
-		// connection (which would look like a loss).
-		c.tell(r)
-	}
+	}, &r)
 }
 
 // dispatch handles one frame read from p. It runs on p's reader goroutine;
@@ -668,9 +669,7 @@ func (c *Comm) monitor() {
 // "aborted"); this communicator's later calls return H1617.
 func (c *Comm) Abort() error {
 	err := &codes.Error{Code: codes.Finished, Op: "abort", Rank: -1, Msg: "the communicator was aborted"}
-	if c.end(err) {
-		c.tell(wire.Reason{Code: codes.JobEnded, Cause: codes.CauseAborted, Rank: int32(c.rank), Msg: "aborted"})
-	}
+	c.end(err, &wire.Reason{Code: codes.JobEnded, Cause: codes.CauseAborted, Rank: int32(c.rank), Msg: "aborted"})
 	c.Close()
 	return nil
 }
@@ -739,7 +738,7 @@ func (c *Comm) Finish() error {
 func (c *Comm) Close() {
 	c.closeMu.Do(func() {
 		c.closing.Store(true)
-		c.end(&codes.Error{Code: codes.Finished, Op: "close", Rank: -1, Msg: "the communicator is closed"})
+		c.end(&codes.Error{Code: codes.Finished, Op: "close", Rank: -1, Msg: "the communicator is closed"}, nil)
 		var wg sync.WaitGroup
 		for _, p := range c.peers {
 			if p != nil {

@@ -561,9 +561,7 @@ func (c *Comm) watchControl() {
 	}
 	err := &codes.Error{Code: codes.JobEnded, Rank: -1, Msg: "the launcher is gone (end of the control channel)",
 		Cause: &codes.Cause{Kind: codes.CauseLauncher, Rank: -1, Code: codes.JobEnded}}
-	if c.end(err) {
-		c.tell(wire.Reason{Code: codes.JobEnded, Cause: codes.CauseLauncher, Rank: int32(c.rank), Msg: err.Error()})
-	}
+	c.end(err, &wire.Reason{Code: codes.JobEnded, Cause: codes.CauseLauncher, Rank: int32(c.rank), Msg: err.Error()})
 	if c.job.OnLauncherLost != nil {
 		c.job.OnLauncherLost()
 		return
