@@ -41,6 +41,8 @@ const (
 	ResumeSize         Code = 1623 // resume with another job size
 	CheckpointOpen     Code = 1624 // checkpoint while a send or receive is open
 	CheckpointStorage  Code = 1625 // checkpoint storage failed
+	Revoked            Code = 1626 // communicator revoked (SPEC §10.3)
+	ProtocolViolation  Code = 1627 // protocol violation by a joined peer
 )
 
 var meanings = map[Code]string{
@@ -69,12 +71,14 @@ var meanings = map[Code]string{
 	ResumeSize:         "resume with another job size",
 	CheckpointOpen:     "checkpoint while a send or receive is open",
 	CheckpointStorage:  "checkpoint storage failed (write, sync, rename, space)",
+	Revoked:            "communicator revoked",
+	ProtocolViolation:  "protocol violation by a joined peer (credit, sizes, records or files that contradict the protocol)",
 }
 
 // All returns every code in ascending order.
 func All() []Code {
 	out := make([]Code, 0, len(meanings))
-	for c := CertRefused; c <= CheckpointStorage; c++ {
+	for c := CertRefused; c <= ProtocolViolation; c++ {
 		out = append(out, c)
 	}
 	return out

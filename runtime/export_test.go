@@ -55,3 +55,17 @@ var CountCPUListForTest = countCPUList
 
 // HostCPUsForTest is hostCPUs.
 var HostCPUsForTest = hostCPUs
+
+// RawWriteForTest writes b, raw bytes of frames, on c's connection to rank
+// dest, bypassing every check of the sending side: the hostile peer of the
+// tests is a rank that has joined with valid credentials and then lies on
+// the wire. Test only.
+func RawWriteForTest(c *Comm, dest int, b []byte) error {
+	p := c.peers[dest]
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if _, err := p.bw.Write(b); err != nil {
+		return err
+	}
+	return p.flush()
+}
