@@ -507,8 +507,10 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 }
 
 // FinishRecv waits for the receive and returns its message, which belongs
-// to the caller. Finishing twice is H1617. When ctx ends first, it returns
-// ctx's error and the operation stays open.
+// to the caller. Finishing twice is H1617. When ctx ends first, the receive
+// is withdrawn and FinishRecv returns ctx's error: no message is taken by
+// it (the next one is kept for a later receive) and the operation is over,
+// as if finished. A message that matched it while ctx ended is returned.
 func (c *Comm) FinishRecv(ctx context.Context, op *RecvOp) ([]byte, error) {
 	if op == nil {
 		return nil, codes.New(codes.Finished, "finish_recv: no operation")
@@ -526,10 +528,20 @@ func (c *Comm) FinishRecv(ctx context.Context, op *RecvOp) ([]byte, error) {
 	select {
 	case <-op.r.done:
 	case <-ctx.Done():
+		// Withdraw the receive, so that the next message is kept for the
+		// next receive instead of being taken by this abandoned one. A
+		// message that matched it meanwhile is returned after all.
 		c.mu.Lock()
+		withdrawn := c.match.withdraw(op.r)
+		if withdrawn {
+			delete(c.open, op)
+		}
 		op.busy = false
 		c.mu.Unlock()
-		return nil, ctx.Err()
+		if withdrawn {
+			return nil, ctx.Err()
+		}
+		<-op.r.done
 	}
 	c.mu.Lock()
 	delete(c.open, op)

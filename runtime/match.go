@@ -82,6 +82,25 @@ func (m *matcher) post(op *recvOp) bool {
 	return false
 }
 
+// withdraw removes the posted receive op, if it is still waiting. It
+// reports false when op is not posted (a message matched it already).
+func (m *matcher) withdraw(op *recvOp) bool {
+	k := matchKey{op.src, op.tag}
+	q := m.posted[k]
+	for i, o := range q {
+		if o != op {
+			continue
+		}
+		if len(q) == 1 {
+			delete(m.posted, k)
+		} else {
+			m.posted[k] = append(q[:i:i], q[i+1:]...)
+		}
+		return true
+	}
+	return false
+}
+
 // cancelFrom removes and returns every posted receive from src (the peer
 // finished and will send nothing more).
 func (m *matcher) cancelFrom(src int) []*recvOp {
