@@ -194,13 +194,20 @@ func oneLine(s string) string {
 }
 
 // ended handles an abort frame from rank from.
+//
+// The message names the rank the cause is about (the frame's rank), not
+// the rank the frame came from: an abort may reach this rank passed on by
+// a third. For a loss that is the lost rank, and the text says who saw it.
 func (c *Comm) ended(from int, r wire.Reason) {
-	msg := fmt.Sprintf("job ended by rank %d: %s", from, r.Msg)
+	origin := int(r.Rank)
+	msg := fmt.Sprintf("job ended by rank %d: %s", origin, r.Msg)
 	switch r.Cause {
 	case codes.CauseAborted:
-		msg = fmt.Sprintf("job ended by rank %d: it called abort", from)
+		msg = fmt.Sprintf("job ended by rank %d: it called abort", origin)
 	case codes.CauseLauncher:
-		msg = fmt.Sprintf("job ended by rank %d: its launcher is gone", from)
+		msg = fmt.Sprintf("job ended by rank %d: its launcher is gone", origin)
+	case codes.CauseLost:
+		msg = fmt.Sprintf("job ended by the loss of rank %d: %s", origin, r.Msg)
 	}
 	// The news is passed on, so that a rank that has not read the first
 	// abort yet learns the cause, not a closed connection (which would look
@@ -249,6 +256,9 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 		if err != nil {
 			return err
 		}
+		if r.Rank < 0 || int(r.Rank) >= c.size || r.Cause == codes.CauseNone {
+			return violation(p.rank, "it sent an abort about rank %d with cause %v (job of %d ranks)", r.Rank, r.Cause, c.size)
+		}
 		c.ended(p.rank, r)
 	case wire.Collective:
 		return c.collArrive(p, h, payload)
@@ -266,6 +276,13 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 		return codes.New(codes.FrameMalformed, "rank %d sent a %s frame after the join", p.rank, h.Type)
 	}
 	return nil
+}
+
+// violation is the error for a frame or record of rank from that
+// contradicts the protocol (H1627): the connection to it ends, and the job
+// with it.
+func violation(from int, format string, args ...any) *codes.Error {
+	return &codes.Error{Code: codes.ProtocolViolation, Rank: from, Msg: fmt.Sprintf("protocol violation by rank %d: ", from) + fmt.Sprintf(format, args...)}
 }
 
 // consumedLocked counts credit consumed from p's window and returns it in
@@ -468,7 +485,7 @@ func (c *Comm) Recv(ctx context.Context, source, tag int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.FinishRecv(ctx, op)
+	return c.finishRecv(ctx, op, true)
 }
 
 // StartRecv posts a receive for the next message from source with tag and
@@ -507,11 +524,18 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 }
 
 // FinishRecv waits for the receive and returns its message, which belongs
-// to the caller. Finishing twice is H1617. When ctx ends first, the receive
-// is withdrawn and FinishRecv returns ctx's error: no message is taken by
-// it (the next one is kept for a later receive) and the operation is over,
-// as if finished. A message that matched it while ctx ended is returned.
+// to the caller. Finishing twice is H1617. When ctx ends first, it returns
+// ctx's error and the operation stays open (as MPI_Test leaves a request
+// open): the message it matches is kept for it and a later FinishRecv
+// returns it. An operation the program abandons is named by Finish (H1617).
 func (c *Comm) FinishRecv(ctx context.Context, op *RecvOp) ([]byte, error) {
+	return c.finishRecv(ctx, op, false)
+}
+
+// finishRecv is FinishRecv; with withdraw, a wait that ctx ends takes the
+// receive back (Recv: nobody can finish it later), so the next message is
+// kept for the next receive instead of being swallowed by this one.
+func (c *Comm) finishRecv(ctx context.Context, op *RecvOp, withdraw bool) ([]byte, error) {
 	if op == nil {
 		return nil, codes.New(codes.Finished, "finish_recv: no operation")
 	}
@@ -528,19 +552,17 @@ func (c *Comm) FinishRecv(ctx context.Context, op *RecvOp) ([]byte, error) {
 	select {
 	case <-op.r.done:
 	case <-ctx.Done():
-		// Withdraw the receive, so that the next message is kept for the
-		// next receive instead of being taken by this abandoned one. A
-		// message that matched it meanwhile is returned after all.
 		c.mu.Lock()
-		withdrawn := c.match.withdraw(op.r)
-		if withdrawn {
-			delete(c.open, op)
-		}
 		op.busy = false
-		c.mu.Unlock()
-		if withdrawn {
+		if !withdraw || c.match.withdraw(op.r) {
+			if withdraw {
+				delete(c.open, op)
+			}
+			c.mu.Unlock()
 			return nil, ctx.Err()
 		}
+		c.mu.Unlock()
+		// A message matched it while ctx ended: it is returned after all.
 		<-op.r.done
 	}
 	c.mu.Lock()

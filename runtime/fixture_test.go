@@ -49,6 +49,22 @@ func (l *logBook) has(sub string) bool {
 	return false
 }
 
+// waitFor reports whether every one of subs shows in the log, waiting up
+// to 30 s for lines still being written.
+func (l *logBook) waitFor(subs ...string) bool {
+	for i := 0; i < 3000; i++ {
+		all := true
+		for _, s := range subs {
+			all = all && l.has(s)
+		}
+		if all {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
 func (l *logBook) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

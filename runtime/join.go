@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -352,7 +353,7 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 		if _, err = io.ReadFull(br, p); err == nil {
 			r, derr := wire.DecodeReason(p)
 			if derr == nil {
-				err = &codes.Error{Code: r.Code, Rank: rank, Msg: fmt.Sprintf("rank %d refused this rank: %s", rank, r.Msg)}
+				err = &codes.Error{Code: r.Code, Rank: rank, Msg: fmt.Sprintf("rank %d refused this rank: %s", rank, reasonText(r))}
 			} else {
 				err = derr
 			}
@@ -377,7 +378,7 @@ func (s *joinState) refuseConn(tc *tls.Conn, br *bufio.Reader, rank int, err err
 	ce := codes.As(err)
 	if ce != nil {
 		tc.SetWriteDeadline(time.Now().Add(time.Second))
-		sendFrame(tc, wire.Refuse, s.j, wire.AppendReason(nil, wire.Reason{Code: ce.Code, Rank: int32(rank), Msg: ce.Msg}))
+		sendFrame(tc, wire.Refuse, s.j, wire.AppendReason(nil, wire.Reason{Code: ce.Code, Rank: int32(rank), Msg: ce.Error()}))
 	}
 	tc.Close()
 }
@@ -412,6 +413,10 @@ func readHello(br *bufio.Reader, rank int) (wire.HelloBody, error) {
 	if int(h.Source) != rank {
 		return wire.HelloBody{}, codes.New(codes.FrameMalformed, "hello says it is from rank %d, its certificate names rank %d", h.Source, rank)
 	}
+	if h.Type == wire.Hello && h.Length > 7+wire.MaxToken {
+		// Checked before the payload is allocated: a hello is small.
+		return wire.HelloBody{}, codes.New(codes.HelloMalformed, "hello is %d bytes, limit %d", h.Length, 7+wire.MaxToken)
+	}
 	p := make([]byte, h.Length)
 	if _, err := io.ReadFull(br, p); err != nil {
 		return wire.HelloBody{}, codes.Wrap(codes.HelloMalformed, err, "hello cut short: %v", err)
@@ -421,13 +426,20 @@ func readHello(br *bufio.Reader, rank int) (wire.HelloBody, error) {
 		if err != nil {
 			return wire.HelloBody{}, err
 		}
-		return wire.HelloBody{}, &refusedError{&codes.Error{Code: r.Code, Rank: rank, Msg: fmt.Sprintf("refused by rank %d: %s", rank, r.Msg)}}
+		return wire.HelloBody{}, &refusedError{&codes.Error{Code: r.Code, Rank: rank, Msg: fmt.Sprintf("refused by rank %d: %s", rank, reasonText(r))}}
 	}
 	hello, err := wire.DecodeHello(p)
 	if err == nil && (hello.SilenceMS < MinSilenceMS || hello.SilenceMS > MaxSilenceMS) {
 		err = codes.New(codes.HelloMalformed, "hello of rank %d says a silence limit of %d ms, want %d to %d", rank, hello.SilenceMS, MinSilenceMS, MaxSilenceMS)
 	}
 	return hello, err
+}
+
+// reasonText is a refusal's message without its leading code, which the
+// refuse frame carries (protocol.md §3.2) and the error built from it adds
+// again.
+func reasonText(r wire.Reason) string {
+	return strings.TrimPrefix(r.Msg, r.Code.String()+": ")
 }
 
 // refusedError marks an error the peer told us: we are the refused one.

@@ -103,7 +103,9 @@ func TestDialerRefused(t *testing.T) {
 				t.Fatalf("Init(wrong rank 0) succeeded, want %v", tc.want)
 			}
 			wantCode(t, "Init(wrong rank 0)", err, tc.want)
-			if !f.logs.has("rank 1: refused rank") || !f.logs.has(tc.want.String()) {
+			// The refused dialer may learn of it (a TLS alert) before the
+			// listener has written its log line: wait for the line.
+			if !f.logs.waitFor("rank 1: refused rank", tc.want.String()) {
 				t.Errorf("rank 1 did not log the refusal %v; log:\n%s", tc.want, f.logs)
 			}
 

@@ -57,10 +57,14 @@ var allowedFlags = [...]uint16{
 	Checkpoint: FlagAck,
 }
 
-// fixedLen is the exact payload length of types that have one; -1 means any.
-var fixedLen = [...]int{
-	Hello: -1, Refuse: -1, Data: -1, Heartbeat: 0, Bye: 0, Abort: -1,
-	Collective: -1, Checkpoint: -1, Credit: 8, Silence: 4,
+// lenRange is the payload lengths each type allows, checked on the header
+// so that no payload a type cannot have is ever read: fixed lengths, the
+// reason's 7 … 7+MaxText of refuse and abort, a collective's descriptor.
+var lenRange = [...][2]uint32{
+	Hello: {0, MaxPayload}, Refuse: {7, 7 + MaxText}, Data: {0, MaxPayload},
+	Heartbeat: {0, 0}, Bye: {0, 0}, Abort: {7, 7 + MaxText},
+	Collective: {CallSize, MaxPayload}, Checkpoint: {0, MaxPayload},
+	Credit: {8, 8}, Silence: {4, 4},
 }
 
 // Header is a decoded frame header. Seq is the collective call number for
@@ -97,7 +101,8 @@ const AnySource = -1
 // returns an *codes.Error: H1609 for an unknown magic, version, type or flag
 // bit, a payload length a type does not allow, a tag out of range, or a
 // source other than source (unless source is AnySource); H1608 for a payload
-// over MaxPayload. Nothing about the payload is read or assumed.
+// over MaxPayload. Nothing about the payload is read or assumed beyond
+// the lengths its type allows.
 func Decode(b []byte, source int) (Header, error) {
 	var h Header
 	if len(b) < HeaderSize {
@@ -135,8 +140,11 @@ func Decode(b []byte, source int) (Header, error) {
 	if h.Length > MaxPayload {
 		return h, codes.New(codes.FrameTooLarge, "%s frame payload is %d bytes, limit %d", h.Type, h.Length, MaxPayload)
 	}
-	if n := fixedLen[h.Type]; n >= 0 && int(h.Length) != n {
-		return h, codes.New(codes.FrameMalformed, "%s frame payload is %d bytes, want %d", h.Type, h.Length, n)
+	if r := lenRange[h.Type]; h.Length < r[0] || h.Length > r[1] {
+		if r[0] == r[1] {
+			return h, codes.New(codes.FrameMalformed, "%s frame payload is %d bytes, want %d", h.Type, h.Length, r[0])
+		}
+		return h, codes.New(codes.FrameMalformed, "%s frame payload is %d bytes, want %d to %d", h.Type, h.Length, r[0], r[1])
 	}
 	return h, nil
 }

@@ -58,9 +58,10 @@ func TestDecode(t *testing.T) {
 		{"type 255", header(Header{Type: 255, Source: 3}), 3, Header{}, codes.FrameMalformed},
 		{"type 10 silence", header(Header{Type: Silence, Source: 3, Length: 4}), 3, Header{Type: Silence, Source: 3, Length: 4}, 0},
 
-		{"collective void", header(Header{Type: Collective, Flags: FlagVoid, Seq: 5}), 0, Header{Type: Collective, Flags: FlagVoid, Seq: 5}, 0},
-		{"collective ack", header(Header{Type: Collective, Flags: FlagAck}), 0, Header{Type: Collective, Flags: FlagAck}, 0},
-		{"collective void|ack", header(Header{Type: Collective, Flags: FlagVoid | FlagAck}), 0, Header{Type: Collective, Flags: FlagVoid | FlagAck}, 0},
+		{"collective void", header(Header{Type: Collective, Flags: FlagVoid, Seq: 5, Length: 12}), 0, Header{Type: Collective, Flags: FlagVoid, Seq: 5, Length: 12}, 0},
+		{"collective ack", header(Header{Type: Collective, Flags: FlagAck, Length: 12}), 0, Header{Type: Collective, Flags: FlagAck, Length: 12}, 0},
+		{"collective void|ack", header(Header{Type: Collective, Flags: FlagVoid | FlagAck, Length: 12}), 0, Header{Type: Collective, Flags: FlagVoid | FlagAck, Length: 12}, 0},
+		{"collective 11", header(Header{Type: Collective, Length: 11}), 0, Header{}, codes.FrameMalformed},
 		{"collective bit 2", header(Header{Type: Collective, Flags: 1 << 2}), 0, Header{}, codes.FrameMalformed},
 		{"collective bit 15", header(Header{Type: Collective, Flags: FlagVoid | 1<<15}), 0, Header{}, codes.FrameMalformed},
 		{"checkpoint ack", header(Header{Type: Checkpoint, Flags: FlagAck}), 0, Header{Type: Checkpoint, Flags: FlagAck}, 0},
@@ -96,8 +97,11 @@ func TestDecode(t *testing.T) {
 		{"silence 3", header(Header{Type: Silence, Length: 3}), 0, Header{}, codes.FrameMalformed},
 		{"silence 5", header(Header{Type: Silence, Length: 5}), 0, Header{}, codes.FrameMalformed},
 		{"hello 0", header(Header{Type: Hello}), AnySource, Header{Type: Hello}, 0},
-		{"refuse 0", header(Header{Type: Refuse}), 0, Header{Type: Refuse}, 0},
+		{"refuse 0", header(Header{Type: Refuse}), 0, Header{}, codes.FrameMalformed},
+		{"refuse 7", header(Header{Type: Refuse, Length: 7}), 0, Header{Type: Refuse, Length: 7}, 0},
+		{"abort 6", header(Header{Type: Abort, Length: 6}), 0, Header{}, codes.FrameMalformed},
 		{"abort 519", header(Header{Type: Abort, Length: 7 + MaxText}), 0, Header{Type: Abort, Length: 7 + MaxText}, 0},
+		{"abort 520", header(Header{Type: Abort, Length: 8 + MaxText}), 0, Header{}, codes.FrameMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Decode(tc.b, tc.source)
@@ -127,7 +131,7 @@ func TestDecodeFlags(t *testing.T) {
 		Collective: FlagVoid | FlagAck,
 		Checkpoint: FlagAck,
 	}
-	length := map[Type]uint32{Credit: 8, Silence: 4}
+	length := map[Type]uint32{Credit: 8, Silence: 4, Refuse: 7, Abort: 7, Collective: 12}
 	for typ := Hello; typ <= Silence; typ++ {
 		for bit := range 16 {
 			f := uint16(1) << bit
@@ -416,7 +420,8 @@ func TestDecodeReason(t *testing.T) {
 		{"message MaxText+1", reason(1612, 1, strings.Repeat("m", MaxText+1)), codes.FrameMalformed},
 		{"code 0", reason(0, 0, ""), codes.FrameMalformed},
 		{"code 1600", reason(1600, 0, ""), codes.FrameMalformed},
-		{"code 1626", reason(1626, 0, ""), codes.FrameMalformed},
+		{"code 1627", reason(1627, 0, ""), 0},
+		{"code 1628", reason(1628, 0, ""), codes.FrameMalformed},
 		{"code 65535", reason(0xffff, 0, ""), codes.FrameMalformed},
 		{"cause 5", reason(1611, 5, ""), codes.FrameMalformed},
 		{"cause 255", reason(1611, 255, ""), codes.FrameMalformed},
