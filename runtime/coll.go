@@ -46,19 +46,23 @@ type collFrame struct {
 	cost  int64
 }
 
+// voidNote is a void heard for a call this rank has not finished. It holds
+// its frame's credit until the call is reached (protocol.md §5).
 type voidNote struct {
 	from int
 	call wire.Call
+	cost int64
 }
 
 // collState is the bookkeeping of collective calls. Frames and voids are
 // guarded by Comm.mu; calls are serialised by mu below.
 type collState struct {
-	mu     sync.Mutex    // one collective call at a time
-	seq    uint64        // the number of the current (or last) call
-	queues [][]collFrame // frames by sender, in arrival order
-	voids  map[uint64]voidNote
-	voided map[uint64]bool // calls this rank returned H1618 for
+	mu     sync.Mutex          // one collective call at a time
+	seq    uint64              // the number of the current (or last) call
+	done   uint64              // the last call this rank has returned from
+	queues [][]collFrame       // frames by sender, in arrival order
+	voids  map[uint64]voidNote // by call: the first void heard for it
+	voided map[uint64]bool     // calls this rank returned H1618 for
 	notify chan struct{}
 }
 
@@ -84,8 +88,18 @@ func (c *Comm) collArrive(p *peer, h wire.Header, payload []byte) error {
 	}
 	c.mu.Lock()
 	if h.Flags&wire.FlagVoid != 0 {
-		c.coll.voids[h.Seq] = voidNote{from: p.rank, call: call}
-		c.consumedLocked(p, frameCost(len(payload)))
+		cost := frameCost(len(payload))
+		_, dup := c.coll.voids[h.Seq]
+		switch {
+		case h.Seq <= c.coll.done && !c.coll.voided[h.Seq]:
+			c.mu.Unlock()
+			return &codes.Error{Code: codes.CollectiveMismatch, Rank: -1, Msg: fmt.Sprintf("collective mismatch: rank %d declared call %d void, which this rank completed", p.rank, h.Seq)}
+		case h.Seq <= c.coll.done || dup:
+			// Nothing more to learn from it: its credit goes back now.
+			c.consumedLocked(p, cost)
+		default:
+			c.coll.voids[h.Seq] = voidNote{from: p.rank, call: call, cost: cost}
+		}
 	} else {
 		c.coll.queues[p.rank] = append(c.coll.queues[p.rank], collFrame{seq: h.Seq, flags: h.Flags, call: call, data: data, cost: frameCost(len(payload))})
 	}
@@ -127,25 +141,21 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 	kind := Kind(mine.Kind)
 	for waited := false; ; waited = true {
 		c.mu.Lock()
+		// A void of this call counts even when the job has ended since: the
+		// rank that voided it may end the job at once (its program does
+		// not catch H1618), and its abort must not hide the void it sent
+		// before (SPEC §8.3: every rank returns H1618).
+		if v, ok := c.coll.voids[k]; ok {
+			c.mu.Unlock()
+			if v.call.Kind != mine.Kind {
+				return collFrame{}, c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, v.from, Kind(v.call.Kind), describe(kind, mine))
+			}
+			return collFrame{}, c.voidedBy(k, v.from)
+		}
 		if c.err != nil {
 			err := c.err
 			c.mu.Unlock()
 			return collFrame{}, err
-		}
-		for seq, v := range c.coll.voids {
-			switch {
-			case seq == k:
-				c.mu.Unlock()
-				if v.call.Kind != mine.Kind {
-					return collFrame{}, c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, v.from, Kind(v.call.Kind), describe(kind, mine))
-				}
-				return collFrame{}, c.voidedBy(k, v.from)
-			case seq < k && !c.coll.voided[seq]:
-				c.mu.Unlock()
-				return collFrame{}, c.mismatch("collective mismatch: rank %d declared call %d void, which this rank completed", v.from, seq)
-			case seq < k:
-				delete(c.coll.voids, seq)
-			}
 		}
 		for r, q := range c.coll.queues {
 			for len(q) > 0 && q[0].seq < k {
@@ -197,6 +207,10 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 func (c *Comm) voidedBy(k uint64, from int) error {
 	c.mu.Lock()
 	c.coll.voided[k] = true
+	if v, ok := c.coll.voids[k]; ok {
+		delete(c.coll.voids, k)
+		c.consumedLocked(c.peers[v.from], v.cost)
+	}
 	c.mu.Unlock()
 	return &codes.Error{Code: codes.WrongCollective, Rank: from, Msg: fmt.Sprintf("call %d is void: rank %d called it wrongly", k, from)}
 }
@@ -245,13 +259,22 @@ func (c *Comm) collective(ctx context.Context, mine wire.Call, argErr string, co
 	defer c.coll.mu.Unlock()
 	c.mu.Lock()
 	if err := c.callableLocked(Kind(mine.Kind).String()); err != nil {
-		c.mu.Unlock()
-		return nil, err
+		// A void heard for this call before the job ended is still its
+		// outcome (take says why).
+		if _, heard := c.coll.voids[c.coll.seq+1]; !heard || c.finished {
+			c.mu.Unlock()
+			return nil, err
+		}
 	}
 	c.coll.seq++
 	k := c.coll.seq
 	v, heard := c.coll.voids[k]
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.coll.done = k
+		c.mu.Unlock()
+	}()
 	kind := Kind(mine.Kind)
 	if kind < kindCkptBegin {
 		c.collN++

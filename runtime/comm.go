@@ -151,7 +151,7 @@ func (c *Comm) tell(r wire.Reason) {
 	payload := wire.AppendReason(nil, r)
 	for _, p := range c.peers {
 		if p != nil && !p.gone.Load() {
-			p.control(wire.Abort, payload)
+			p.final(wire.Abort, payload)
 		}
 	}
 }

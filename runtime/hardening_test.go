@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"sperli/codes"
+	"sperli/runtime"
 )
 
 // TestCancelledRecvWithdraws: a Recv whose ctx ends withdraws its posted
@@ -76,5 +79,74 @@ func TestAbortAboutNoRank(t *testing.T) {
 	wantCode(t, "Recv after an abort about rank 9", err, codes.ProtocolViolation)
 	if !strings.Contains(err.Error(), "rank 1") {
 		t.Fatalf("error %q does not name rank 1, the liar", err)
+	}
+}
+
+// TestRefusedFrameToldToSender: a rank that ends a connection over a bad
+// frame tells the sender why before it closes, so the sender ends with
+// H1612 naming the code, never a false loss (H1611, exit 75, a restart).
+func TestRefusedFrameToldToSender(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 2).initAll(ctx)
+	// A silence limit of 0 ms is outside 100 … 86,400,000 (protocol.md §3.4).
+	newHostile(t, comms[1]).write(0, rawFrame{Type: tSilence, Payload: []byte{0, 0, 0, 0}})
+	_, err := comms[0].Recv(ctx, 1, 1)
+	wantCode(t, "rank 0 after the bad frame", err, codes.FrameMalformed)
+	_, err = comms[1].Recv(ctx, 0, 1)
+	wantCode(t, "the sender of the bad frame", err, codes.JobEnded)
+	ce := codes.As(err)
+	if ce.Cause == nil || ce.Cause.Kind != codes.CauseFailed || ce.Cause.Code != codes.FrameMalformed || ce.Cause.Rank != 0 {
+		t.Fatalf("sender's cause = %+v, want rank 0 failed with H1609", ce.Cause)
+	}
+	if st := runtime.ExitStatus(err); st != 1 {
+		t.Fatalf("sender's exit status = %d, want 1 (not a loss)", st)
+	}
+}
+
+// TestVoidThenFailIsH1618Everywhere: rank 1 passes 7 bytes of int64 to an
+// allreduce and does not catch its H1618 (its program ends with it). Every
+// other rank still returns H1618 from that call — whether it was waiting
+// in the call or came to it after rank 1's abort — never H1612.
+func TestVoidThenFailIsH1618Everywhere(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		name := "waiting"
+		if late {
+			name = "late"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := testCtx(t)
+			comms := newFixture(t, 3).initAll(ctx)
+			wrong := func(c *runtime.Comm) error {
+				_, err := c.Allreduce(ctx, runtime.Int64, runtime.Sum, make([]byte, 7))
+				c.Fail(err)
+				return err
+			}
+			right := func(c *runtime.Comm) error {
+				_, err := c.Allreduce(ctx, runtime.Int64, runtime.Sum, make([]byte, 8))
+				return err
+			}
+			var errs []error
+			if late {
+				wantCode(t, "rank 1", wrong(comms[1]), codes.WrongCollective)
+				for _, r := range []int{0, 2} {
+					for i := 0; i < 6000 && comms[r].Heartbeat() == nil; i++ {
+						time.Sleep(5 * time.Millisecond) // until rank 1's abort is here
+					}
+				}
+				errs = []error{right(comms[0]), nil, right(comms[2])}
+			} else {
+				errs = each(comms, func(c *runtime.Comm) error {
+					if c.Rank() == 1 {
+						return wrong(c)
+					}
+					return right(c)
+				})
+			}
+			for r, err := range errs {
+				if r != 1 {
+					wantCode(t, fmt.Sprintf("rank %d's allreduce", r), err, codes.WrongCollective)
+				}
+			}
+		})
 	}
 }

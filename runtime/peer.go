@@ -139,6 +139,39 @@ func (p *peer) control(t wire.Type, payload []byte) {
 	p.wake()
 }
 
+// final queues the abort that ends the job behind the ordered frames
+// already queued that credit lets out, so that what this rank said before
+// it ended — above all a collective's void (SPEC §8.3) — reaches the peer
+// before the abort does. Frames that would wait for credit are given up:
+// the job is over, and nothing may hold its abort back.
+func (p *peer) final(t wire.Type, payload []byte) {
+	f := &outFrame{h: wire.Header{Type: t, Length: uint32(len(payload))}, payload: payload}
+	var dropped []*outFrame
+	p.qmu.Lock()
+	credit := p.credit
+	for i, q := range p.pending {
+		if credit < q.cost() {
+			dropped = append(dropped, p.pending[i:]...)
+			p.pending = p.pending[:i]
+			break
+		}
+		credit -= q.cost()
+	}
+	p.pending = append(p.pending, f)
+	p.qmu.Unlock()
+	for _, q := range dropped {
+		if q.done != nil {
+			q.err = errJobOver
+			close(q.done)
+		}
+	}
+	p.wake()
+}
+
+// errJobOver is the write error of frames given up when the job ended; the
+// caller reports the job's end instead.
+var errJobOver = errors.New("the job ended before the frame was sent")
+
 // addCredit records credit the peer returned (reader goroutine).
 func (p *peer) addCredit(n int64) {
 	p.qmu.Lock()
@@ -428,9 +461,7 @@ func (p *peer) readOne() bool {
 		payload = nil
 	}
 	if err := p.c.dispatch(p, h, payload); err != nil {
-		p.c.fail(err)
-		p.gone.Store(true)
-		p.close()
+		p.refuse(err)
 		return false
 	}
 	if h.Type == wire.Bye {
@@ -507,7 +538,7 @@ func (p *peer) readFailed(err error) {
 	}
 	if ce := codes.As(err); ce != nil {
 		ce.Rank = p.rank
-		p.c.fail(ce)
+		p.refuse(ce)
 		return
 	}
 	why := "connection broke without bye"
@@ -515,6 +546,17 @@ func (p *peer) readFailed(err error) {
 		why = "connection closed without bye"
 	}
 	p.c.lost(p.rank, why)
+}
+
+// refuse ends the job over a frame of this peer that the protocol does
+// not allow, and the connection with it: the abort that says why is queued
+// first (fail) and written before the connection closes, so the sender
+// learns the code instead of seeing a closed connection, which it would
+// take for a loss. Nothing more is read from the peer.
+func (p *peer) refuse(err error) {
+	p.c.fail(err) // before gone: tell skips peers that are gone
+	p.gone.Store(true)
+	go p.closeGracefully(time.Second) // not on the reading goroutine: it may be a receiver's
 }
 
 // close ends the connection; safe more than once.
