@@ -263,7 +263,7 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 	case wire.Collective:
 		return c.collArrive(p, h, payload)
 	case wire.Credit:
-		p.addCredit(int64(binary.BigEndian.Uint64(payload)))
+		return p.addCredit(binary.BigEndian.Uint64(payload))
 	case wire.Silence:
 		ms := binary.BigEndian.Uint32(payload)
 		if ms < MinSilenceMS || ms > MaxSilenceMS {
@@ -295,6 +295,7 @@ func (c *Comm) consumedLocked(p *peer, cost int64) {
 	if p.unreturned >= creditBatch {
 		var b [8]byte
 		binary.BigEndian.PutUint64(b[:], uint64(p.unreturned))
+		p.held.Add(-p.unreturned)
 		p.unreturned = 0
 		p.control(wire.Credit, b[:])
 	}

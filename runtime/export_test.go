@@ -69,3 +69,7 @@ func RawWriteForTest(c *Comm, dest int, b []byte) error {
 	}
 	return p.flush()
 }
+
+// FrameCostForTest is frameCost: the credit a frame of n payload bytes
+// costs.
+var FrameCostForTest = frameCost

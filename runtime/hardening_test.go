@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,94 @@ func TestVoidThenFailIsH1618Everywhere(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// wantViolation waits for rank c's end and checks it is H1627 naming rank
+// liar, and that the liar was told the code (H1612, cause failed, H1627).
+func wantViolation(t *testing.T, ctx context.Context, c, liar *runtime.Comm) {
+	t.Helper()
+	_, err := c.Recv(ctx, liar.Rank(), 99)
+	wantCode(t, fmt.Sprintf("rank %d after rank %d's frames", c.Rank(), liar.Rank()), err, codes.ProtocolViolation)
+	if !strings.Contains(err.Error(), fmt.Sprintf("protocol violation by rank %d", liar.Rank())) {
+		t.Fatalf("error %q does not name rank %d", err, liar.Rank())
+	}
+	_, err = liar.Recv(ctx, c.Rank(), 99)
+	wantCode(t, "the liar", err, codes.JobEnded)
+	if ce := codes.As(err); ce.Cause == nil || ce.Cause.Code != codes.ProtocolViolation {
+		t.Fatalf("the liar's cause = %+v, want H1627", ce.Cause)
+	}
+}
+
+// TestWindowEnforced: a joined peer that sends past its credit — 16 MiB
+// frames or empty ones — is cut off with H1627 at the first frame past the
+// window, before that frame's payload is allocated.
+func TestWindowEnforced(t *testing.T) {
+	t.Run("16 MiB frames", func(t *testing.T) {
+		ctx := testCtx(t)
+		comms := newFixture(t, 2).initAll(ctx)
+		h := newHostile(t, comms[1])
+		big := rawFrame{Type: tData, Tag: 1, Payload: make([]byte, 16<<20)}
+		for i := 0; i < 4; i++ { // 4 × (16 MiB + 256) is past 64 MiB
+			h.write(0, big)
+		}
+		wantViolation(t, ctx, comms[0], comms[1])
+	})
+	t.Run("empty frames", func(t *testing.T) {
+		ctx := testCtx(t)
+		comms := newFixture(t, 2).initAll(ctx)
+		h := newHostile(t, comms[1])
+		// 64 MiB / 256 bytes a frame: the 262,145th is past the window.
+		batch := make([]rawFrame, 4096)
+		for i := range batch {
+			batch[i] = rawFrame{Type: tData, Tag: 1}
+		}
+		for i := 0; i < 65; i++ {
+			h.write(0, batch...)
+		}
+		wantViolation(t, ctx, comms[0], comms[1])
+	})
+	t.Run("credit not used", func(t *testing.T) {
+		ctx := testCtx(t)
+		comms := newFixture(t, 2).initAll(ctx)
+		credit := binary.BigEndian.AppendUint64(nil, 1<<63)
+		newHostile(t, comms[1]).write(0, rawFrame{Type: tCredit, Payload: credit})
+		wantViolation(t, ctx, comms[0], comms[1])
+	})
+}
+
+// TestWindowHoldsWithinItsMemory: an honest peer may fill the window with
+// empty messages the receiver never takes; what they really cost in
+// memory stays within the window's 64 MiB (it took 191 MB when an empty
+// frame counted 64 bytes).
+func TestWindowHoldsWithinItsMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends 262,144 messages")
+	}
+	ctx := testCtx(t)
+	comms := newFixture(t, 2).initAll(ctx)
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	// As many as the window takes by the runtime's own count, less one
+	// sent on another tag.
+	n := int(runtime.Window/runtime.FrameCostForTest(0)) - 1
+	for i := 0; i < n; i++ {
+		if err := comms[1].Send(ctx, 0, 1, nil); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	// One source's frames are read in order: once the last is received,
+	// every empty message before it is held by rank 0.
+	if err := comms[1].Send(ctx, 0, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := comms[0].Recv(ctx, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
+	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > runtime.Window {
+		t.Fatalf("%d empty messages held take %d bytes of heap, more than the %d bytes of window they count against", n, grew, runtime.Window)
 	}
 }

@@ -15,22 +15,28 @@ import (
 	"sperli/wire"
 )
 
-// Flow control (SPEC §6): each peer may have at most Window bytes of data and
-// collective frames (payload plus header) buffered at the receiver and not
-// yet consumed. The receiver returns credit as it consumes them, in batches
-// of creditBatch bytes, in credit frames that are never held back.
+// Flow control (SPEC §6): each peer may have at most Window bytes of data,
+// checkpoint and collective frames buffered at the receiver and not yet
+// consumed. The receiver returns credit as it consumes them, in batches of
+// creditBatch bytes, in credit frames that are never held back. The
+// receiver enforces the window: a frame past it is a protocol violation
+// (H1627), so a peer that ignores credit cannot grow a rank's memory.
 const (
 	Window      = 64 << 20
 	creditBatch = Window / 8
-	minCost     = 64 // the least credit any counted frame costs
+	// frameOverhead is what a buffered frame costs beyond its payload: its
+	// header and the receiver's bookkeeping of it (matcher entry, queue
+	// slot, buffer rounding; measured at about 190 bytes for an empty
+	// message). Counting it keeps a flood of empty frames within the
+	// window's memory too: 64 MiB of credit is at most 262,144 of them.
+	frameOverhead = 256
 )
 
-func frameCost(n int) int64 {
-	c := int64(n + wire.HeaderSize)
-	if c < minCost {
-		c = minCost
-	}
-	return c
+func frameCost(n int) int64 { return int64(n) + frameOverhead }
+
+// countedType reports whether frames of type t consume credit.
+func countedType(t wire.Type) bool {
+	return t == wire.Data || t == wire.Checkpoint || t == wire.Collective
 }
 
 // outFrame is a frame to write. done, when not nil, is closed once the
@@ -88,6 +94,7 @@ type peer struct {
 	bye        atomic.Bool  // the peer said bye
 	gone       atomic.Bool  // the connection is finished (bye read, broken or closed)
 	unreturned int64        // credit consumed and not yet returned; guarded by c.mu
+	held       atomic.Int64 // credit the peer has used and not had back: read minus returned
 
 	wg         sync.WaitGroup
 	writerDone chan struct{}
@@ -172,15 +179,22 @@ func (p *peer) final(t wire.Type, payload []byte) {
 // caller reports the job's end instead.
 var errJobOver = errors.New("the job ended before the frame was sent")
 
-// addCredit records credit the peer returned (reader goroutine).
-func (p *peer) addCredit(n int64) {
+// addCredit records credit the peer returned (reader goroutine). Credit
+// beyond what this rank has used is a protocol violation.
+func (p *peer) addCredit(n uint64) error {
 	p.qmu.Lock()
-	p.credit += n
+	if n == 0 || n > uint64(Window-p.credit) {
+		used := Window - p.credit
+		p.qmu.Unlock()
+		return violation(p.rank, "it returned %d bytes of credit, this rank has used %d", n, used)
+	}
+	p.credit += int64(n)
 	more := len(p.pending) > 0
 	p.qmu.Unlock()
 	if more {
 		p.wake()
 	}
+	return nil
 }
 
 // send writes an ordered frame: directly from the calling goroutine when
@@ -437,6 +451,14 @@ func (p *peer) readOne() bool {
 		if err != nil {
 			p.readFailed(err)
 			return false
+		}
+		if countedType(h.Type) && h.Incarnation == p.c.inc {
+			// The window is enforced on the header, before the payload
+			// is allocated or read.
+			if held := p.held.Add(frameCost(int(h.Length))); held > Window {
+				p.refuse(violation(p.rank, "it sent a %s frame of %d bytes past its credit: %d bytes unconsumed, window %d", h.Type, h.Length, held, Window))
+				return false
+			}
 		}
 		rs.h = h
 		rs.payload = getBuf(int(h.Length)) // filled whole before use

@@ -139,6 +139,7 @@ func rankGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
+	limitMemory()
 }
 
 func newRank() *cobra.Command {
