@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	goruntime "runtime"
 	"strings"
 	"testing"
@@ -238,5 +239,84 @@ func TestWindowHoldsWithinItsMemory(t *testing.T) {
 	goruntime.ReadMemStats(&after)
 	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > runtime.Window {
 		t.Fatalf("%d empty messages held take %d bytes of heap, more than the %d bytes of window they count against", n, grew, runtime.Window)
+	}
+}
+
+// holdingListener hands out its first connection at once and holds the
+// second until release is closed: a peer that joins one rank promptly and
+// another late.
+type holdingListener struct {
+	net.Listener
+	first   chan struct{} // closed when the first connection is accepted
+	release chan struct{}
+	n       int
+}
+
+func (l *holdingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.n++
+	switch l.n {
+	case 1:
+		close(l.first)
+	case 2:
+		select {
+		case <-l.release:
+		case <-time.After(time.Minute):
+		}
+	}
+	return c, nil
+}
+
+// TestSlowJoinIsNoLoss: rank 0 has joined everyone while rank 1 still
+// waits for rank 2 (its hello is late, well inside the join window). Rank
+// 1 heartbeats rank 0 from the moment their connection is joined, so rank
+// 0 does not declare it lost (it did, after the silence limit: H1611).
+func TestSlowJoinIsNoLoss(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 3)
+	f.spec.SilenceMS = 1000
+	hold := &holdingListener{Listener: f.lns[2], first: make(chan struct{}), release: make(chan struct{})}
+	jobs := []*runtime.Job{f.job(0), f.job(1), f.job(2)}
+	jobs[2].Listener = hold
+	type res struct {
+		c   *runtime.Comm
+		err error
+	}
+	out := make([]chan res, 3)
+	start := func(r int) {
+		out[r] = make(chan res, 1)
+		go func() {
+			c, err := runtime.Init(ctx, jobs[r])
+			out[r] <- res{c, err}
+		}()
+	}
+	start(0)
+	start(2)
+	<-hold.first // rank 0's connection to rank 2
+	start(1)     // joins rank 0 at once, rank 2 only when released
+	r0 := <-out[0]
+	if r0.err != nil {
+		t.Fatalf("Init(rank 0) = %v", r0.err)
+	}
+	defer r0.c.Close()
+	// Rank 1's join stays open for five silence limits of rank 0's.
+	time.Sleep(5 * time.Second)
+	close(hold.release)
+	comms := []*runtime.Comm{r0.c, nil, nil}
+	for r := 1; r < 3; r++ {
+		got := <-out[r]
+		if got.err != nil {
+			t.Fatalf("Init(rank %d) = %v", r, got.err)
+		}
+		defer got.c.Close()
+		comms[r] = got.c
+	}
+	for r, err := range each(comms, func(c *runtime.Comm) error { return c.Barrier(ctx) }) {
+		if err != nil {
+			t.Errorf("rank %d: barrier after the slow join = %v", r, err)
+		}
 	}
 }

@@ -140,6 +140,7 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 		}(r)
 	}
 	got := make(map[int]joined)
+	beats := make(map[int]func())
 	var failure error
 	for len(got) < j.Size-1 && failure == nil {
 		select {
@@ -149,6 +150,7 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 				continue
 			}
 			got[jn.rank] = jn
+			beats[jn.rank] = s.heartbeat(jn)
 		case err := <-fatal:
 			failure = err
 		case <-ctx.Done():
@@ -160,6 +162,9 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 	}
 	cancel()
 	ln.Close()
+	for _, stop := range beats {
+		stop()
+	}
 	wg.Wait()
 	// Late arrivals after a failure, and every connection on failure.
 	close(results)
@@ -188,6 +193,37 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 	}
 	c.start()
 	return c, nil
+}
+
+// heartbeat keeps a joined connection alive while this rank's join goes on
+// with other peers: the peer may have finished its own join and started its
+// silence clock for this rank (protocol.md §6.1). It writes a heartbeat every
+// fifth of the smaller of both silence limits until the returned stop is
+// called; stop waits for it, so that the connection has one writer again.
+func (s *joinState) heartbeat(jn joined) (stop func()) {
+	every := time.Duration(s.c.silenceMS.Load()) * time.Millisecond
+	if peer := time.Duration(jn.silence) * time.Millisecond; peer > 0 && peer < every {
+		every = peer
+	}
+	every /= 5
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if sendFrame(jn.conn, wire.Heartbeat, s.j, nil) != nil {
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }
 
 // timeout builds the error of a join window that ended: the last refusal
