@@ -2,6 +2,9 @@ package runtime_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/pki"
 	"sperli/runtime"
 )
 
@@ -319,4 +323,64 @@ func TestSlowJoinIsNoLoss(t *testing.T) {
 			t.Errorf("rank %d: barrier after the slow join = %v", r, err)
 		}
 	}
+}
+
+// TestNoCommonGroup: a peer whose TLS offers no X25519MLKEM768 is told
+// and reported as a key-exchange failure (H1601 saying so), on both sides,
+// never as a refused certificate; the right peer still joins.
+func TestNoCommonGroup(t *testing.T) {
+	t.Run("dialer without the group", func(t *testing.T) {
+		ctx := testCtx(t)
+		f := newFixture(t, 2)
+		listener := make(chan result, 1)
+		go func() {
+			c, err := runtime.Init(ctx, f.job(1))
+			listener <- result{c, err}
+		}()
+		j := f.job(0)
+		pool, _, err := pki.Pool(j.CA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := x509.ParseCertificate(j.Cert)
+		cfg := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, ServerName: "127.0.0.1",
+			CurvePreferences: []tls.CurveID{tls.X25519},
+			Certificates:     []tls.Certificate{{Certificate: [][]byte{j.Cert}, PrivateKey: ed25519.NewKeyFromSeed(j.Key), Leaf: leaf}}}
+		if conn, err := tls.Dial("tcp", f.lns[1].Addr().String(), cfg); err == nil {
+			conn.Close()
+			t.Fatal("a handshake without the hybrid group succeeded")
+		}
+		if !f.logs.waitFor("rank 1: refused rank -1: H1601", "no key exchange group in common") {
+			t.Errorf("rank 1 did not log the key exchange failure; log:\n%s", f.logs)
+		}
+		joinRight(t, ctx, f, listener)
+	})
+	t.Run("listener without the group", func(t *testing.T) {
+		ctx := testCtx(t)
+		f := newFixture(t, 2)
+		f.spec.JoinMS = 1500
+		j := f.job(1)
+		leaf, _ := x509.ParseCertificate(j.Cert)
+		foreign := tls.NewListener(f.lns[1], &tls.Config{MinVersion: tls.VersionTLS13, CurvePreferences: []tls.CurveID{tls.X25519},
+			Certificates: []tls.Certificate{{Certificate: [][]byte{j.Cert}, PrivateKey: ed25519.NewKeyFromSeed(j.Key), Leaf: leaf}}})
+		go func() {
+			for {
+				c, err := foreign.Accept()
+				if err != nil {
+					return
+				}
+				c.(*tls.Conn).Handshake()
+				c.Close()
+			}
+		}()
+		c, err := runtime.Init(ctx, f.job(0))
+		if err == nil {
+			c.Close()
+			t.Fatal("Init against a listener without the hybrid group succeeded")
+		}
+		wantCode(t, "Init(rank 0)", err, codes.CertRefused)
+		if !strings.Contains(err.Error(), "no key exchange group in common") {
+			t.Fatalf("error %q does not say the key exchange failed", err)
+		}
+	})
 }

@@ -340,7 +340,10 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 	tc := tls.Server(raw, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		e := codes.Wrap(codes.CertRefused, err, "peer certificate refused in the TLS handshake: %v", err)
-		if a := remoteAlert(err); a != nil {
+		switch a := remoteAlert(err); {
+		case noCommonGroup(err):
+			e = codes.Wrap(codes.CertRefused, err, "a dialer offered %s", groupNeeded)
+		case a != nil:
 			e = codes.Wrap(codes.CertRefused, err, "a dialer refused this rank's certificate: %v", a)
 		}
 		s.refused(-1, e)
@@ -543,6 +546,11 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 	tc := tls.Client(raw, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
+		if noCommonGroup(err) {
+			e := &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d ended the TLS handshake (%v): %s", r, err, groupNeeded)}
+			s.refused(r, e)
+			return joined{}, e, false
+		}
 		if isRemoteAlert(err) {
 			return joined{}, &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d refused this rank's certificate: %v", r, err)}, true
 		}
@@ -588,6 +596,22 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 }
 
 func isRemoteAlert(err error) bool { return remoteAlert(err) != nil }
+
+// groupNeeded says what a handshake that failed on the key exchange lacked.
+const groupNeeded = "no key exchange group in common: Sperli needs X25519MLKEM768 (protocol.md §1.1)"
+
+// noCommonGroup reports whether a handshake failed because the two sides
+// share no key exchange group: this side found none the peer offered, or
+// the peer ended the handshake with handshake_failure, the alert TLS 1.3
+// sends for that (certificate problems have alerts of their own).
+func noCommonGroup(err error) bool {
+	msg := err.Error()
+	if strings.Contains(msg, "no ECDHE curve supported") || strings.Contains(msg, "no key exchanges supported") || strings.Contains(msg, "unsupported group") {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error" && op.Err.Error() == "tls: handshake failure"
+}
 
 // remoteAlert returns the TLS alert the peer sent, or nil.
 func remoteAlert(err error) error {
