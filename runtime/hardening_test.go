@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	goruntime "runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -383,4 +385,81 @@ func TestNoCommonGroup(t *testing.T) {
 			t.Fatalf("error %q does not say the key exchange failed", err)
 		}
 	})
+}
+
+// flakyListener fails its first accepts as a process out of descriptors
+// does (EMFILE).
+type flakyListener struct {
+	net.Listener
+	fails int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestAcceptSurvivesEMFILE: a listener out of descriptors goes on
+// accepting once it has some again; the join ended at the first EMFILE.
+func TestAcceptSurvivesEMFILE(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 2)
+	j := f.job(1)
+	j.Listener = &flakyListener{Listener: f.lns[1], fails: 5}
+	listener := make(chan result, 1)
+	go func() {
+		c, err := runtime.Init(ctx, j)
+		listener <- result{c, err}
+	}()
+	joinRight(t, ctx, f, listener)
+	if !f.logs.has("too many open files") {
+		t.Errorf("rank 1 did not log the failed accepts; log:\n%s", f.logs)
+	}
+}
+
+// TestRefusalLogRateLimited: a flood of clients without certificates
+// within one second of the job's clock gives one log line
+// (TestLogLimit: the next line counts those not logged).
+func TestRefusalLogRateLimited(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 2)
+	now := time.Now()
+	j := f.job(1)
+	j.Now = func() time.Time { return now }
+	listener := make(chan result, 1)
+	go func() {
+		c, err := runtime.Init(ctx, j)
+		listener <- result{c, err}
+	}()
+	flood := func(n int) {
+		for i := 0; i < n; i++ {
+			conn, err := rawClient(t, f, false)
+			if err == nil {
+				conn.Read(make([]byte, 1)) // TLS 1.3: the refusal comes on the first read
+				conn.Close()
+			}
+		}
+	}
+	count := func() int {
+		f.logs.mu.Lock()
+		defer f.logs.mu.Unlock()
+		n := 0
+		for _, l := range f.logs.lines {
+			if strings.Contains(l, "H1601") {
+				n++
+			}
+		}
+		return n
+	}
+	flood(30)
+	if !f.logs.waitFor("H1601") {
+		t.Fatalf("no refusal logged; log:\n%s", f.logs)
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("30 refusals in one second gave %d log lines, want 1; log:\n%s", n, f.logs)
+	}
+	joinRight(t, ctx, f, listener)
 }

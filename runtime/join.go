@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"sperli/codes"
@@ -44,13 +45,61 @@ type joinState struct {
 
 	mu      sync.Mutex
 	refusal map[int]error // the last refusal seen for each rank (-1: unknown rank)
+	logged  logLimit
 }
 
+// refused records the last refusal seen for rank and logs it, at most one
+// line per rank and code a second (logLimit): a flood of bad clients must
+// not fill a disk.
 func (s *joinState) refused(rank int, err error) {
 	s.mu.Lock()
 	s.refusal[rank] = err
+	ok, more := s.logged.allow(logKey{rank, codes.Of(err)}, s.j.now())
 	s.mu.Unlock()
-	s.j.logf("refused rank %d: %v", rank, err)
+	switch {
+	case !ok:
+	case more > 0:
+		s.j.logf("refused rank %d: %v (and %d more like it not logged)", rank, err, more)
+	default:
+		s.j.logf("refused rank %d: %v", rank, err)
+	}
+}
+
+type logKey struct {
+	rank int
+	code codes.Code
+}
+
+// logLimit lets one line of each key through a second; the next line let
+// through says how many were held back since the last.
+type logLimit map[logKey]logLine
+
+type logLine struct {
+	at   time.Time // when the last line was let through
+	held int       // lines held back since
+}
+
+func (l logLimit) allow(k logKey, now time.Time) (ok bool, held int) {
+	last, seen := l[k]
+	if seen && now.Sub(last.at) < time.Second {
+		last.held++
+		l[k] = last
+		return false, 0
+	}
+	l[k] = logLine{at: now}
+	return true, last.held
+}
+
+// temporaryAccept reports whether an accept error passes: out of
+// descriptors, buffers or memory, or a connection aborted before it was
+// taken.
+func temporaryAccept(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Init joins the job of j (SPEC §4, §6): it listens for every lower rank,
@@ -106,6 +155,7 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 		deadline: time.Now().Add(j.joinWindow()),
 		spin:     spin,
 		refusal:  make(map[int]error),
+		logged:   make(logLimit),
 	}
 	ctx, cancel := context.WithDeadline(ctx, s.deadline)
 	defer cancel()
@@ -301,11 +351,26 @@ func (s *joinState) acceptLoop(ctx context.Context, ln net.Listener, results cha
 	go func() { <-ctx.Done(); ln.Close() }()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var backoff time.Duration
 	for {
 		raw, err := ln.Accept()
 		if err != nil {
-			return
+			if ctx.Err() != nil || !temporaryAccept(err) {
+				return
+			}
+			// Out of descriptors or buffers (a flood of idle clients):
+			// wait and go on, as net/http's server does; the right peer
+			// gets in once they leave.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.refused(-1, codes.Wrap(codes.Unreachable, err, "accept failed, trying again in %v: %v", backoff, err))
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return
+			}
+			continue
 		}
+		backoff = 0
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
