@@ -1079,9 +1079,10 @@ func TestMismatchMatrix(t *testing.T) {
 					t.Fatalf("rank %d: first barrier = %v", r, err)
 				}
 			}
-			start := time.Now()
+			// Every rank's outcome is the mismatch itself (H1613, or H1612
+			// whose cause is it): a job that ended by silence would show
+			// H1611 instead. No clock is read: the machine may be loaded.
 			errs := each(comms, func(c *runtime.Comm) error { return tc.call(ctx, c) })
-			took := time.Since(start)
 			seen := 0
 			for r, err := range errs {
 				switch {
@@ -1097,9 +1098,6 @@ func TestMismatchMatrix(t *testing.T) {
 			}
 			if seen == 0 {
 				t.Errorf("no rank saw H1613: %v", errs)
-			}
-			if took > 3*time.Second {
-				t.Errorf("the mismatch took %v to end the job, want far less than the silence limit", took)
 			}
 			for r, err := range each(comms, func(c *runtime.Comm) error { return c.Barrier(ctx) }) {
 				if !isCode(err, codes.CollectiveMismatch) && !isCode(err, codes.JobEnded) {

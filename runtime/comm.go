@@ -658,18 +658,16 @@ func (c *Comm) heartbeatEvery() time.Duration {
 }
 
 // monitor is the communicator's clock: it heartbeats every peer and declares
-// lost a peer silent past this rank's silence limit.
+// lost a peer silent past this rank's silence limit. What to do is the
+// detector's decision (detector.go); the monitor only brings it the time.
 func (c *Comm) monitor() {
 	defer close(c.monDone)
-	lastBeat := time.Now()
+	d := newDetector(time.Now())
+	seen := make([]peerSeen, 0, len(c.peers))
 	for {
 		every := c.heartbeatEvery()
 		silence := time.Duration(c.silenceMS.Load()) * time.Millisecond
-		tick := every
-		if t := silence / 10; t < tick {
-			tick = t
-		}
-		timer := time.NewTimer(tick)
+		timer := time.NewTimer(d.wait(every, silence))
 		select {
 		case <-c.stopMon:
 			timer.Stop()
@@ -679,23 +677,24 @@ func (c *Comm) monitor() {
 			continue
 		case <-timer.C:
 		}
-		now := time.Now()
-		if now.Sub(lastBeat) >= every {
-			c.heartbeatAll()
-			lastBeat = now
+		seen = seen[:0]
+		for _, p := range c.peers {
+			if p != nil {
+				seen = append(seen, peerSeen{rank: p.rank, lastHeard: time.Unix(0, p.lastHeard.Load()), quiet: p.bye.Load() || p.gone.Load()})
+			}
 		}
+		detect := true
 		select {
 		case <-c.dead:
-			continue // nothing more to detect, keep heartbeating until closed
+			detect = false // nothing more to detect, keep heartbeating until closed
 		default:
 		}
-		for _, p := range c.peers {
-			if p == nil || p.bye.Load() || p.gone.Load() {
-				continue
-			}
-			if quiet := now.Sub(time.Unix(0, p.lastHeard.Load())); quiet > silence {
-				c.lost(p.rank, fmt.Sprintf("no frame for %d ms", quiet.Milliseconds()))
-			}
+		beat, lost := d.step(time.Now(), every, silence, seen, detect)
+		if beat {
+			c.heartbeatAll()
+		}
+		for _, l := range lost {
+			c.lost(l.rank, l.why)
 		}
 	}
 }

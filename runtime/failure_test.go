@@ -68,10 +68,10 @@ func TestSilence(t *testing.T) {
 func TestHeartbeatsKeepComputingRankAlive(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFixture(t, 2)
-	f.spec.SilenceMS = 200
+	f.spec.SilenceMS = 1000 // heartbeats every 200 ms: a margin of five against a loaded machine
 	comms := f.initAll(ctx)
 	go func() {
-		time.Sleep(1500 * time.Millisecond) // "computing"
+		time.Sleep(3 * time.Second) // "computing": three silence limits
 		comms[1].Send(ctx, 0, 1, []byte("done"))
 	}()
 	got, err := comms[0].Recv(ctx, 1, 1)
@@ -85,15 +85,17 @@ func TestHeartbeatsKeepComputingRankAlive(t *testing.T) {
 func TestSetSilenceTellsPeers(t *testing.T) {
 	ctx := testCtx(t)
 	comms := newFixture(t, 2).initAll(ctx) // default 5000 ms: heartbeats every second
-	if err := comms[0].SetSilence(150); err != nil {
+	// 500 ms: half the default heartbeat interval, so only a peer told of
+	// it heartbeats fast enough (every 100 ms: a margin of five).
+	if err := comms[0].SetSilence(500); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		time.Sleep(1200 * time.Millisecond)
+		time.Sleep(2500 * time.Millisecond)
 		comms[1].Send(ctx, 0, 1, []byte("x"))
 	}()
 	if _, err := comms[0].Recv(ctx, 1, 1); err != nil {
-		t.Fatalf("Recv with a 150 ms limit while the peer waits 1.2 s = %v", err)
+		t.Fatalf("Recv with a 500 ms limit while the peer waits 2.5 s = %v", err)
 	}
 }
 

@@ -60,7 +60,9 @@ func TestStarlarkMismatch(t *testing.T) {
 		{"roots", 3}, {"types", 3}, {"ops", 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			errs, took := runJobArgs(t, "testdata/jobs/matrix_mismatch.star", tc.n, tc.name)
+			// The outcome codes tell a mismatch from a silence loss (H1611):
+			// no clock is read, the machine may be loaded.
+			errs, _ := runJobArgs(t, "testdata/jobs/matrix_mismatch.star", tc.n, tc.name)
 			seen := 0
 			for r, err := range errs {
 				switch codes.Of(err) {
@@ -76,9 +78,6 @@ func TestStarlarkMismatch(t *testing.T) {
 			}
 			if seen == 0 {
 				t.Errorf("no rank saw H1613: %v", errs)
-			}
-			if took > 3*time.Second {
-				t.Errorf("the job took %v to end, want far less than the silence limit", took)
 			}
 		})
 	}
