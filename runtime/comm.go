@@ -231,13 +231,13 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 		}
 		msg := message{data: payload, cost: frameCost(len(payload))}
 		c.mu.Lock()
-		op := c.match.arrive(p.rank, tag, msg)
-		if op != nil {
+		ops := c.match.arrive(p.rank, tag, msg)
+		if n := len(ops); n > 0 && !ops[n-1].probe {
 			c.consumedLocked(p, msg.cost)
 			p.foreground.Store(time.Now().UnixNano()) // a receiver is active: let it read next
 		}
 		c.mu.Unlock()
-		if op != nil {
+		for _, op := range ops {
 			close(op.done)
 		}
 	case wire.Heartbeat:
@@ -372,10 +372,10 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 	}
 	if dest == c.rank {
 		m := message{data: data}
-		r := c.match.arrive(c.rank, uint32(tag), m)
+		ops := c.match.arrive(c.rank, uint32(tag), m)
 		c.open[op] = struct{}{}
 		c.mu.Unlock()
-		if r != nil {
+		for _, r := range ops {
 			close(r.done)
 		}
 		close(f.done)
@@ -493,13 +493,10 @@ func (c *Comm) Recv(ctx context.Context, source, tag int) ([]byte, error) {
 // returns at once. Receives of one (source, tag) are matched in the order
 // they are posted. The operation must be finished with FinishRecv once.
 func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
-	if err := c.checkPeer("recv", source); err != nil {
+	r, err := c.recvOpFor("recv", source, tag)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkTag("recv", tag); err != nil {
-		return nil, err
-	}
-	r := &recvOp{src: source, tag: uint32(tag), done: make(chan struct{})}
 	op := &RecvOp{r: r}
 	c.mu.Lock()
 	if err := c.callableLocked("recv"); err != nil {
@@ -508,12 +505,12 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 	}
 	c.open[op] = struct{}{}
 	if c.match.post(r) {
-		c.consumedLocked(c.peers[source], r.cost)
+		c.consumedLocked(c.peers[r.gotSrc], r.cost)
 		c.mu.Unlock()
 		close(r.done)
 		return op, nil
 	}
-	if p := c.peers[source]; p != nil && p.bye.Load() {
+	if p := c.peerOf(r); p != nil && p.bye.Load() {
 		c.match.cancelFrom(source)
 		c.mu.Unlock()
 		r.err = &codes.Error{Code: codes.Finished, Op: "recv", Rank: source, Msg: fmt.Sprintf("recv: rank %d has finished: recv(%d, %d) can never be matched", source, source, tag)}
@@ -547,9 +544,7 @@ func (c *Comm) finishRecv(ctx context.Context, op *RecvOp, withdraw bool) ([]byt
 	}
 	op.busy = true
 	c.mu.Unlock()
-	if p := c.peers[op.r.src]; p != nil {
-		p.readFor(ctx, op.r.done)
-	}
+	c.readUntil(ctx, op.r)
 	select {
 	case <-op.r.done:
 	case <-ctx.Done():

@@ -1,0 +1,194 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"sperli/codes"
+	"sperli/wire"
+)
+
+// AnySource and AnyTag are the wildcards of a receive or probe (SPEC §8.1):
+// a message from any rank, of any tag. A receive that names one tells which
+// source and tag it got (RecvFrom, RecvOp.Envelope).
+const (
+	AnySource = -1
+	AnyTag    = -1
+)
+
+// Envelope is what a receive or probe got (MPI's status): the message's
+// source rank, its tag and its length in bytes.
+type Envelope struct {
+	Source int
+	Tag    int
+	Length int
+}
+
+// recvOpFor checks a receive's source and tag (either may be a wildcard)
+// and makes its operation.
+func (c *Comm) recvOpFor(op string, source, tag int) (*recvOp, error) {
+	if source != AnySource {
+		if err := c.checkPeer(op, source); err != nil {
+			return nil, err
+		}
+	}
+	if tag != AnyTag {
+		if err := checkTag(op, tag); err != nil {
+			return nil, err
+		}
+	}
+	r := &recvOp{src: source, anySrc: source == AnySource, anyTag: tag == AnyTag, done: make(chan struct{})}
+	if !r.anyTag {
+		r.tag = uint32(tag)
+	}
+	return r, nil
+}
+
+// peerOf is the connection that alone can complete r, or nil (a wildcard
+// source, or this rank itself).
+func (c *Comm) peerOf(r *recvOp) *peer {
+	if r.anySrc {
+		return nil
+	}
+	return c.peers[r.src]
+}
+
+// readUntil reads for r until it completes, ctx ends or the job ends: from
+// the one connection that can complete it, on the calling goroutine (the
+// latency path), or, for a wildcard source, by every reader goroutine now.
+func (c *Comm) readUntil(ctx context.Context, r *recvOp) {
+	if p := c.peerOf(r); p != nil {
+		p.readFor(ctx, r.done)
+		return
+	}
+	if r.anySrc {
+		for _, p := range c.peers {
+			if p != nil {
+				p.readSoon()
+			}
+		}
+	}
+}
+
+// Envelope returns what the receive got: its source, tag and length. It is
+// valid once FinishRecv has returned the message.
+func (op *RecvOp) Envelope() Envelope {
+	return Envelope{Source: op.r.gotSrc, Tag: int(op.r.gotTag), Length: op.r.gotLen}
+}
+
+// RecvFrom is Recv that also tells the source and tag of the message it
+// got: source may be AnySource and tag AnyTag. Of the messages that fit, it
+// takes the one that arrived first, so one source's messages stay in order.
+func (c *Comm) RecvFrom(ctx context.Context, source, tag int) ([]byte, Envelope, error) {
+	op, err := c.StartRecv(source, tag)
+	if err != nil {
+		return nil, Envelope{}, err
+	}
+	data, err := c.finishRecv(ctx, op, true)
+	if err != nil {
+		return nil, Envelope{}, err
+	}
+	return data, op.Envelope(), nil
+}
+
+// Probe waits for a message that fits source and tag (wildcards allowed)
+// and tells its source, tag and length without receiving it: the next
+// receive that names them gets it. Ranges are checked as for Recv (H1616).
+func (c *Comm) Probe(ctx context.Context, source, tag int) (Envelope, error) {
+	r, err := c.recvOpFor("probe", source, tag)
+	if err != nil {
+		return Envelope{}, err
+	}
+	c.mu.Lock()
+	if err := c.callableLocked("probe"); err != nil {
+		c.mu.Unlock()
+		return Envelope{}, err
+	}
+	if c.match.probe(r, true) {
+		c.mu.Unlock()
+		return Envelope{Source: r.gotSrc, Tag: int(r.gotTag), Length: r.gotLen}, nil
+	}
+	if p := c.peerOf(r); p != nil && p.bye.Load() {
+		c.match.withdraw(r)
+		c.mu.Unlock()
+		return Envelope{}, &codes.Error{Code: codes.Finished, Op: "probe", Rank: source, Msg: fmt.Sprintf("probe: rank %d has finished: probe(%d, %d) can never be matched", source, source, tag)}
+	}
+	c.mu.Unlock()
+	c.readUntil(ctx, r)
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		c.mu.Lock()
+		gone := c.match.withdraw(r)
+		c.mu.Unlock()
+		if gone {
+			return Envelope{}, ctx.Err()
+		}
+		<-r.done
+	}
+	if r.err != nil {
+		return Envelope{}, r.err
+	}
+	return Envelope{Source: r.gotSrc, Tag: int(r.gotTag), Length: r.gotLen}, nil
+}
+
+// Iprobe is Probe that does not wait: ok is false when no message that
+// fits is here yet.
+func (c *Comm) Iprobe(source, tag int) (env Envelope, ok bool, err error) {
+	r, err := c.recvOpFor("iprobe", source, tag)
+	if err != nil {
+		return Envelope{}, false, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.callableLocked("iprobe"); err != nil {
+		return Envelope{}, false, err
+	}
+	if !c.match.probe(r, false) {
+		return Envelope{}, false, nil
+	}
+	return Envelope{Source: r.gotSrc, Tag: int(r.gotTag), Length: r.gotLen}, true, nil
+}
+
+// Sendrecv sends data to dest with sendtag and receives from source with
+// recvtag (wildcards allowed) at once: the receive is posted before the
+// send starts, so a ring shift where every rank sends to its right and
+// receives from its left never deadlocks, whatever the message size. data
+// belongs to the runtime from the call on; the result is new.
+func (c *Comm) Sendrecv(ctx context.Context, dest, sendtag int, data []byte, source, recvtag int) ([]byte, Envelope, error) {
+	if err := c.checkPeer("sendrecv", dest); err != nil {
+		return nil, Envelope{}, err
+	}
+	if err := checkTag("sendrecv", sendtag); err != nil {
+		return nil, Envelope{}, err
+	}
+	if len(data) > wire.MaxPayload {
+		return nil, Envelope{}, &codes.Error{Code: codes.OutOfRange, Op: "sendrecv", Rank: -1, Msg: fmt.Sprintf("sendrecv: message is %d bytes, limit %d", len(data), wire.MaxPayload)}
+	}
+	rop, err := c.StartRecv(source, recvtag)
+	if err != nil {
+		return nil, Envelope{}, err
+	}
+	sop, err := c.StartSend(dest, sendtag, data)
+	if err != nil {
+		c.abandonRecv(rop)
+		return nil, Envelope{}, err
+	}
+	if err := c.FinishSend(ctx, sop); err != nil {
+		c.abandonRecv(rop)
+		return nil, Envelope{}, err
+	}
+	got, err := c.finishRecv(ctx, rop, true)
+	if err != nil {
+		return nil, Envelope{}, err
+	}
+	return got, rop.Envelope(), nil
+}
+
+// abandonRecv withdraws an open receive the caller will never finish.
+func (c *Comm) abandonRecv(op *RecvOp) {
+	c.mu.Lock()
+	c.match.withdraw(op.r)
+	delete(c.open, op)
+	c.mu.Unlock()
+}
