@@ -230,31 +230,61 @@ func (c *Comm) void(k uint64, mine wire.Call, why string) error {
 	return &codes.Error{Code: codes.WrongCollective, Rank: -1, Msg: why}
 }
 
-// sendColl queues one collective frame to rank to.
-func (c *Comm) sendColl(to int, k uint64, flags uint16, call wire.Call, data []byte) error {
-	payload := make([]byte, 0, wire.CallSize+len(data))
-	payload = wire.AppendCall(payload, call)
-	payload = append(payload, data...)
-	return c.peers[to].enqueue(&outFrame{h: wire.Header{Type: wire.Collective, Flags: flags, Seq: k, Length: uint32(len(payload))}, payload: payload, counted: true})
+// collCall is one collective call as a schedule sees it: its number, this
+// rank's descriptor, and the frames it sent, which must be written before
+// the call returns (they may alias the caller's data or the result).
+type collCall struct {
+	c    *Comm
+	ctx  context.Context
+	k    uint64
+	mine wire.Call
+	sent []*outFrame
 }
 
-// collective runs one call of the star protocol of docs/protocol.md:
+// send queues one frame of the call to rank to. data is not copied.
+func (cc *collCall) send(to int, flags uint16, data []byte) error {
+	head := wire.AppendCall(make([]byte, 0, wire.CallSize), cc.mine)
+	f := &outFrame{h: wire.Header{Type: wire.Collective, Flags: flags, Seq: cc.k, Length: uint32(len(head) + len(data))}, head: head, payload: data, counted: true, done: make(chan struct{})}
+	cc.sent = append(cc.sent, f)
+	return cc.c.peers[to].enqueue(f)
+}
+
+// take returns the next frame of the call from rank from (Comm.take).
+func (cc *collCall) take(from int) (collFrame, error) {
+	return cc.c.take(cc.ctx, cc.k, cc.mine, from)
+}
+
+// written waits until every frame the call sent is written (or the job
+// ended: then nobody reads them).
+func (cc *collCall) written() {
+	for _, f := range cc.sent {
+		select {
+		case <-f.done:
+		case <-cc.c.dead:
+			return
+		}
+	}
+}
+
+// collective runs one call of the star protocol (star.go) with contribute
+// as this rank's data and finishRoot computing the results at the root.
+func (c *Comm) collective(ctx context.Context, mine wire.Call, argErr string, contribute []byte,
+	finishRoot func(contrib [][]byte) (own []byte, out [][]byte, err error)) ([]byte, error) {
+	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
+		return cc.star(contribute, finishRoot)
+	})
+}
+
+// collectiveWith runs one collective call with the schedule run:
 //
 //  1. Every rank checks its own arguments; a wrong one voids the call
 //     (H1618 everywhere). A void already heard for this call is H1618 too.
-//  2. The root announces the call to every other rank (so that two ranks
-//     that both think they are the root find out), and every other rank
-//     sends the root its contribution (a descriptor, plus data where the
-//     call gathers it).
-//  3. The root checks every contribution, computes, and sends each rank
-//     its result with the ack flag; no rank returns before the root has
-//     seen every contribution, so a void reaches everyone in time.
-//
-// contribute is this rank's data for the root (nil for none). finishRoot
-// computes the results at the root from every rank's contribution and
-// returns the root's own result and each other rank's (index by rank).
-func (c *Comm) collective(ctx context.Context, mine wire.Call, argErr string, contribute []byte,
-	finishRoot func(contrib [][]byte) (own []byte, out [][]byte, err error)) ([]byte, error) {
+//  2. The schedule sends and takes the call's frames. Every schedule makes
+//     each rank's result depend on every rank's frames, so that no rank
+//     returns before every rank has passed its checks: a void reaches
+//     everyone in time, and a rank that made another call is seen.
+//  3. The call returns when its frames are written.
+func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string, run func(cc *collCall) ([]byte, error)) ([]byte, error) {
 	c.coll.mu.Lock()
 	defer c.coll.mu.Unlock()
 	c.mu.Lock()
@@ -290,70 +320,12 @@ func (c *Comm) collective(ctx context.Context, mine wire.Call, argErr string, co
 		}
 		return nil, c.voidedBy(k, v.from)
 	}
-	root := int(mine.Root)
-	if c.size == 1 {
-		own, _, err := finishRoot([][]byte{contribute})
-		if err != nil {
-			return nil, c.rootFailed(err)
-		}
-		return own, nil
+	cc := &collCall{c: c, ctx: ctx, k: k, mine: mine}
+	res, err := run(cc)
+	if err == nil {
+		cc.written()
 	}
-	if c.rank != root {
-		if err := c.sendColl(root, k, 0, mine, contribute); err != nil {
-			return nil, err
-		}
-		for {
-			f, err := c.take(ctx, k, mine, root)
-			if err != nil {
-				return nil, err
-			}
-			if f.flags&wire.FlagAck != 0 {
-				return f.data, nil
-			}
-			// The root's announcement; its descriptor was checked by take.
-		}
-	}
-	for r := range c.peers {
-		if r != c.rank {
-			if err := c.sendColl(r, k, 0, mine, nil); err != nil {
-				return nil, err
-			}
-		}
-	}
-	contrib := make([][]byte, c.size)
-	contrib[c.rank] = contribute
-	for r := range c.peers {
-		if r == c.rank {
-			continue
-		}
-		f, err := c.take(ctx, k, mine, r)
-		if err != nil {
-			return nil, err
-		}
-		if f.flags&wire.FlagAck != 0 {
-			return nil, c.mismatch("collective mismatch in call %d: rank %d sent a result of %s, which has root %d", k, r, describe(kind, mine), root)
-		}
-		if int(f.call.Length) != len(f.data) {
-			return nil, c.mismatch("collective frame of call %d from rank %d says %d bytes and carries %d", k, r, f.call.Length, len(f.data))
-		}
-		contrib[r] = f.data
-	}
-	own, out, err := finishRoot(contrib)
-	if err != nil {
-		return nil, c.rootFailed(err)
-	}
-	for r := range c.peers {
-		if r != c.rank {
-			var d []byte
-			if out != nil {
-				d = out[r]
-			}
-			if err := c.sendColl(r, k, wire.FlagAck, mine, d); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return own, nil
+	return res, err
 }
 
 // rootFailed turns an error the root found while computing into the end of

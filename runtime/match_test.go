@@ -52,7 +52,7 @@ func TestMatcherAgainstRule(t *testing.T) {
 		rng := rand.New(rand.NewSource(seed))
 		m := newMatcher(4)
 		ref := &refMatcher{}
-		ids := map[*recvOp]int{}   // what the matcher gave each op
+		ids := map[*recvOp]int{}    // what the matcher gave each op
 		refIDs := map[*recvOp]int{} // what the rule gave
 		pair := map[*recvOp]*recvOp{}
 		tags := []uint32{1, 2, 3, sysTag | 1}

@@ -43,6 +43,7 @@ func countedType(t wire.Type) bool {
 // frame is written to the connection (or failed, err set before).
 type outFrame struct {
 	h       wire.Header
+	head    []byte // written before payload, with it the frame's payload (a gather list: no copy)
 	payload []byte
 	counted bool // consumes credit
 	done    chan struct{}
@@ -53,7 +54,7 @@ func (f *outFrame) cost() int64 {
 	if !f.counted {
 		return 0
 	}
-	return frameCost(len(f.payload))
+	return frameCost(len(f.head) + len(f.payload))
 }
 
 // peer is one connection of the full mesh. Writing is serialised by wmu:
@@ -263,13 +264,16 @@ func (p *peer) enqueue(f *outFrame) error { return p.send(f, false) }
 // writeFrame writes one frame into bw, corking the connection below TLS
 // for a large one (cork.go). Call with wmu held.
 func (p *peer) writeFrame(f *outFrame) error {
-	if len(f.payload) >= corkMin && p.cork != nil {
+	if len(f.head)+len(f.payload) >= corkMin && p.cork != nil {
 		p.cork.cork()
 	}
 	f.h.Source = uint32(p.c.rank)
 	f.h.Incarnation = p.c.inc
 	f.h.Put(p.hb[:])
 	if _, err := p.bw.Write(p.hb[:]); err != nil {
+		return err
+	}
+	if _, err := p.bw.Write(f.head); err != nil {
 		return err
 	}
 	_, err := p.bw.Write(f.payload)
