@@ -33,7 +33,9 @@ race:
 golden:
 	$(GO) test ./tests/golden/ -update
 
-# Each fuzz target for FUZZTIME.
+# Each fuzz target for FUZZTIME, then libsperli's random-API fuzzer of the
+# C layer for as long with a seed from the clock (make test runs it 3 s,
+# seed 1).
 fuzz:
 	@set -e; for pkg in ./wire ./pki ./hosts ./runtime ./starlib; do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
@@ -41,6 +43,8 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+	@echo "fuzz libsperli (C layer)"
+	LIBSPERLI_FUZZTIME=$(FUZZTIME) $(GO) test -count=1 -run '^TestFuzzLibsperli$$' -v ./tests/clib/
 
 bench: build
 	$(SPERLI) bench --plot docs/bench.svg

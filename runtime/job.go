@@ -80,12 +80,12 @@ type Job struct {
 }
 
 // ReadJob reads a job description, the first line of r, and checks it
-// (Validate). It reads byte by byte up to the line end and no further, so
+// (Validate). It reads up to the line end and no further (readLine), so
 // the rest of r stays the control channel, which it records in Job.Control.
 // A missing, overlong or malformed line is H1615; a host table naming a
 // refused host is H1614.
 func ReadJob(r io.Reader) (*Job, error) {
-	line, rest, err := readLine(r)
+	line, err := readLine(r)
 	if err != nil {
 		return nil, err
 	}
@@ -94,44 +94,7 @@ func ReadJob(r io.Reader) (*Job, error) {
 		return nil, err
 	}
 	j.Control = r
-	if len(rest) > 0 {
-		j.Control = io.MultiReader(bytes.NewReader(rest), r)
-	}
 	return j, nil
-}
-
-// readLine reads up to the first line end, in blocks (a description of a
-// large job is tens of kilobytes), and returns the line and whatever was
-// read after it.
-func readLine(r io.Reader) (line, rest []byte, err error) {
-	buf := make([]byte, 0, 16<<10)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		if i := bytes.IndexByte(buf[len(buf):len(buf)+n], '\n'); i >= 0 {
-			end := len(buf) + i
-			if end > MaxJobLine {
-				break
-			}
-			return buf[:end], buf[end+1 : len(buf)+n], nil
-		}
-		buf = buf[:len(buf)+n]
-		if len(buf) > MaxJobLine {
-			break
-		}
-		if err == io.EOF {
-			if len(buf) == 0 {
-				return nil, nil, codes.New(codes.JobMalformed, "job description missing: standard input is empty")
-			}
-			return buf, nil, nil
-		}
-		if err != nil {
-			return nil, nil, codes.Wrap(codes.JobMalformed, err, "job description unreadable: %v", err)
-		}
-	}
-	return nil, nil, codes.New(codes.JobMalformed, "job description is longer than %d bytes", MaxJobLine)
 }
 
 // ParseJob decodes one job description line and checks it (Validate).

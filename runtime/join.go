@@ -311,13 +311,7 @@ func (s *joinState) listener() (net.Listener, error) {
 		return j.Listener, nil
 	}
 	if j.ListenFD > 0 {
-		f := os.NewFile(uintptr(j.ListenFD), "sperli-listener")
-		ln, err := net.FileListener(f)
-		f.Close()
-		if err != nil {
-			return nil, codes.Wrap(codes.JobMalformed, err, "job description: listen_fd %d is not a listening socket: %v", j.ListenFD, err)
-		}
-		return ln, nil
+		return inheritListener(j.ListenFD)
 	}
 	h := j.Hosts[j.Rank]
 	addr := net.JoinHostPort(hosts.ListenHost(h.Host), strconv.Itoa(h.Port))

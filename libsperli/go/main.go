@@ -31,8 +31,13 @@
 //     every message two thread wake-ups instead of one. Sends, which write
 //     to the connection directly, run on the C thread.
 //   - The runtime's H1616 and H1617 become negative codes: H1617 (a peer
-//     that has finished) is SPERLI_E_FINISHED; H1616 cannot happen after
-//     sperli.c's checks, so it is a broken promise.
+//     that has finished) is SPERLI_E_FINISHED; H1616 of a call cannot
+//     happen after sperli.c's checks, so it is a broken promise — save the
+//     H1616 of Init for an environment variable (SPERLI_SPIN_US), which no
+//     argument check can see: init answers it as 1616.
+//   - Every length from C is range-checked before it becomes a slice: a
+//     length sperli.c lets through is within what the runtime takes (so
+//     unsafe.Slice never sees a length over math.MaxInt).
 package main
 
 /*
@@ -47,6 +52,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"sync/atomic"
@@ -236,6 +242,9 @@ func cbytes(p unsafe.Pointer, n C.size_t) []byte {
 	if n == 0 || p == nil {
 		return nil
 	}
+	if uint64(n) > math.MaxInt {
+		broken(fmt.Sprintf("a length of %d bytes reached the Go layer", uint64(n)))
+	}
 	return unsafe.Slice((*byte)(p), int(n))
 }
 
@@ -259,19 +268,24 @@ func need() *session {
 
 // keep stores a call's result and tells its length. The result it replaces
 // can no longer be copied out, so its buffer goes back to the runtime for
-// the next message (Release).
+// the next message (Release). A refusal leaves no result; a negative code
+// (SPERLI_E_FINISHED) leaves the earlier one, as sperli.c keeps its length.
 func (s *session) keep(b []byte, err error, outlen *C.size_t) C.int {
+	var rc C.int
+	if err != nil {
+		if rc = code(err); rc < 0 {
+			return rc
+		}
+	}
 	if s.result != nil && s.c != nil {
 		s.c.Release(s.result)
 	}
+	s.result = b
 	if err != nil {
 		s.result = nil
-		*outlen = 0
-		return code(err)
 	}
-	s.result = b
-	*outlen = C.size_t(len(b))
-	return 0
+	*outlen = C.size_t(len(s.result))
+	return rc
 }
 
 func info(c *runtime.Comm, rank, size *C.int, inc *C.uint32_t, job *C.char) {
@@ -320,6 +334,11 @@ func initJob(line []byte, fromStdin bool, rank, size *C.int, inc *C.uint32_t, jo
 		return code(err)
 	}
 	lastJob = j
+	if j.Launched && j.Control == os.Stdin {
+		// From here on the runtime may read standard input to its end
+		// (the control channel), whether or not the join succeeds.
+		watched = true
+	}
 	c, err := runtime.Init(ctx, j)
 	if err != nil {
 		if codes.As(err) == nil {
@@ -327,12 +346,16 @@ func initJob(line []byte, fromStdin bool, rank, size *C.int, inc *C.uint32_t, jo
 			// gives it H1610.
 			err = codes.Wrap(codes.Unreachable, err, "%v", err)
 		}
+		if e := codes.As(err); e.Code == codes.OutOfRange {
+			// An environment variable of the runtime outside its range
+			// (SPERLI_SPIN_US): no argument of sperli.c's to blame, so it
+			// is answered as the Go rank's H1616 (sperli.c's gone_init).
+			lastErr, lastCode = err, C.int(e.Code)
+			return lastCode
+		}
 		return code(err)
 	}
 	setSession(&session{c: c})
-	if j.Launched && j.Control == os.Stdin {
-		watched = true
-	}
 	info(c, rank, size, inc, job)
 	return 0
 }
@@ -580,8 +603,10 @@ func sperligo_error(buf *C.char, cap C.size_t) C.size_t {
 		msg = lastErr.Error()
 	}
 	if cap > 0 {
-		dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(cap))
-		k := copy(dst[:cap-1], msg)
+		// Never more than the message and its NUL, whatever cap says.
+		n := min(uint64(cap), uint64(len(msg))+1)
+		dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+		k := copy(dst[:n-1], msg)
 		dst[k] = 0
 	}
 	return C.size_t(len(msg))
@@ -605,7 +630,7 @@ func sperligo_exit(rc C.int, msg *C.char) C.int {
 		err = errors.New(C.GoString(msg))
 	case lastErr != nil && lastCode == rc:
 		err = lastErr
-	case rc >= 1601 && rc <= 1625:
+	case rc >= 1601 && rc <= 1627:
 		err = codes.New(codes.Code(rc), "the program ended with this code")
 	default:
 		err = fmt.Errorf("libsperli: the program ended with code %d", int(rc))

@@ -43,12 +43,21 @@
  *   otherwise, and for init, they run on the library's own thread and the
  *   calling thread waits, spinning first for up to SPERLI_SPIN_US while
  *   yielding the processor, then sleeping (docs/c.md §7). The library uses
- *   the Go runtime's threads; it is not usable in the child of a fork(2).
+ *   the Go runtime's threads; it is not usable in the child of a fork(2):
+ *   there every function (but sperli_strerror) answers SPERLI_E_FORK and
+ *   does nothing (the parent's session goes on untouched; fork and exec is
+ *   fine).
+ * - Cancellation: every function (but sperli_strerror) disables the
+ *   calling thread's cancellation (pthread_setcancelstate) for as long as
+ *   it runs. A pthread_cancel of a thread that waits in a call does not cut
+ *   the call short: the call runs to its end (a receive until its message
+ *   comes or the job ends), and the cancellation takes effect at the
+ *   thread's first cancellation point after it has returned.
  * - Every function returns a code (int): 0 when it did what it says, a
  *   negative SPERLI_E_* code for a mistake of the caller — then it did
  *   nothing at all: no byte was sent, the job goes on, every out argument is
  *   untouched unless its text says otherwise, and the same call with right
- *   arguments may follow — or 1601 … 1625, the number of a refusal Hnnnn of
+ *   arguments may follow — or 1601 … 1627, the number of a refusal Hnnnn of
  *   the job (SPEC §13, docs/errors.md; sperli_strerror gives its text,
  *   sperli_last_error the message of the last one).
  * - A wrong argument never ends the process. Only a broken promise of the
@@ -58,8 +67,9 @@
  *   gather, scatter, resume) keep their result in the session and tell its
  *   length; sperli_result copies it out. The result stays until the next
  *   call that makes data, or the end of the session; a call that makes data
- *   and answers a code leaves an empty result (a negative code: the earlier
- *   result, untouched).
+ *   and answers a refusal (a positive code) leaves an empty result; one that
+ *   answers a negative code (SPERLI_E_FINISHED too) leaves the earlier
+ *   result and its own out arguments untouched.
  * - Buffers given to the library are only read during the call: when a call
  *   returns, the buffer is the caller's again (sperli_start_send copies).
  * - Once the job has ended (a rank was lost, another rank ended it, this
@@ -69,10 +79,11 @@
  *   saw a collective mismatch). End with sperli_exit, which turns it into
  *   the exit status (75 for a loss, else 1).
  *
- * Codes common to all functions below, not repeated in each: SPERLI_E_BUSY
- * (checked first), SPERLI_E_HANDLE (checked next, for every function that
- * takes a session), and the job's end codes just listed (for every function
- * that uses the job). Arguments are checked in the order they are listed;
+ * Codes common to all functions below, not repeated in each: SPERLI_E_FORK
+ * (in the child of a fork(2): checked before everything), SPERLI_E_BUSY
+ * (checked first otherwise), SPERLI_E_HANDLE (checked next, for every
+ * function that takes a session), and the job's end codes just listed (for
+ * every function that uses the job). Arguments are checked in the order they are listed;
  * the first wrong one gives the code.
  */
 #ifndef SPERLI_H
@@ -107,9 +118,10 @@ typedef int64_t sperli_op;
 /* A pointer argument that must point somewhere is NULL. */
 #define SPERLI_E_NULL (-1)
 /* A length outside its range: a message over SPERLI_MAX_MESSAGE bytes, a
- * job description line over SPERLI_MAX_JOB_LINE bytes, or a buffer shorter
- * than what it must hold (sperli_result, sperli_last_error: the length
- * needed is told; sperli_job: 33 bytes needed). */
+ * job description line over SPERLI_MAX_JOB_LINE bytes, a checkpoint state
+ * over SPERLI_MAX_CHECKPOINT bytes, or a buffer shorter than what it must
+ * hold (sperli_result, sperli_last_error: the length needed is told;
+ * sperli_job: 33 bytes needed). */
 #define SPERLI_E_LENGTH (-2)
 /* A rank of a point-to-point call outside the job: not 0 … size-1.
  * (A collective's root outside the job is no negative code: it is H1618 on
@@ -148,6 +160,9 @@ typedef int64_t sperli_op;
 #define SPERLI_E_OPEN (-13)
 /* sperli_init while a session is open: a process holds one session. */
 #define SPERLI_E_SESSION (-14)
+/* Called in the child of a fork(2): the session and the library's threads
+ * are the parent's. Nothing was done (the parent's job goes on). */
+#define SPERLI_E_FORK (-15)
 
 /* Refusals of the job: the code is the number of Hnnnn (SPEC §13). */
 #define SPERLI_H1601 1601 /* peer certificate refused: none, another CA, wrong name or address, not TLS 1.3 */
@@ -165,8 +180,12 @@ typedef int64_t sperli_op;
 #define SPERLI_H1613 1613 /* collective does not match across ranks */
 #define SPERLI_H1614 1614 /* host refused (refused, reserved or denied name) */
 #define SPERLI_H1615 1615 /* job description missing or malformed */
-/* 1616 and 1617 are negative codes in C (E_RANK, E_TAG, E_LENGTH, E_COUNT;
- * E_HANDLE, E_OPERATION, E_FINISHED, E_OPEN): no C function returns them. */
+/* 1616 is a negative code in C (E_RANK, E_TAG, E_LENGTH, E_COUNT) save for
+ * one case: sperli_init and sperli_init_stdin answer it for an environment
+ * variable of the runtime outside its range (SPERLI_SPIN_US). */
+#define SPERLI_H1616 1616 /* argument outside its range: here SPERLI_SPIN_US at init */
+/* 1617 is a negative code in C (E_HANDLE, E_OPERATION, E_FINISHED, E_OPEN):
+ * no C function returns it. */
 #define SPERLI_H1618 1618 /* wrong collective call (every rank returns it; the job goes on) */
 #define SPERLI_H1619 1619 /* no usable checkpoint epoch */
 #define SPERLI_H1620 1620 /* COMMIT signature does not verify */
@@ -175,6 +194,8 @@ typedef int64_t sperli_op;
 #define SPERLI_H1623 1623 /* resume with another job size */
 #define SPERLI_H1624 1624 /* checkpoint while a send or receive is open */
 #define SPERLI_H1625 1625 /* checkpoint storage failed (write, sync, rename, space) */
+#define SPERLI_H1626 1626 /* communicator revoked */
+#define SPERLI_H1627 1627 /* protocol violation by a joined peer (credit, sizes, records or files) */
 
 /* ------------------------------------------------------------------------
  * Limits (SPEC §6, §7, §8.3).
@@ -186,6 +207,10 @@ typedef int64_t sperli_op;
 #define SPERLI_MAX_SILENCE_MS 86400000
 #define SPERLI_MAX_JOB_LINE 1048576 /* bytes of a job description line */
 #define SPERLI_MAX_PATH 4095        /* bytes of a checkpoint directory path */
+/* bytes of one checkpoint state: 2^40 less the file's 96-byte header (a
+ * rank takes a buddy file of at most 2^40 bytes). The state is copied into
+ * the file in memory: in practice the limit is the memory at hand. */
+#define SPERLI_MAX_CHECKPOINT 1099511627680ULL
 #define SPERLI_JOB_ID_LEN 32        /* hex digits of a job id */
 
 /* Element types of collective data (SPEC §8.2): little-endian elements.
@@ -254,13 +279,21 @@ enum sperli_reduction {
  *                       came right (also 1602, 1608, 1609)
  *   1610                a peer was not reachable within the join window, or
  *                       this rank cannot listen at its address
+ *   1616                the environment's SPERLI_SPIN_US is not a whole
+ *                       number of microseconds from 0 to 1000000
+ *
+ * A listen_fd that is no listening socket is 1615 and that descriptor is
+ * left open (listen_fd 1 or 2 does not close standard output or error).
  */
 int sperli_init(const char *line, sperli_t *session);
 
 /*
  * sperli_init_stdin — read the job description from the first line of
- * standard input (file descriptor 0, byte by byte, nothing past the line
- * end) and join, as sperli_init does. Do not use stdio on stdin before it.
+ * standard input (file descriptor 0, nothing past the line end: a pipe or
+ * socket is peeked at, a file read at its offset, anything else read byte
+ * by byte) and join, as sperli_init does. Do not use stdio on stdin before
+ * it. A rank started by hand (no launcher) may read the rest of standard
+ * input afterwards; a launched rank must not (it is the control channel).
  *
  * session  where the session handle is written (only on success).
  *
@@ -350,8 +383,10 @@ int sperli_send(sperli_t session, int dest, int tag, const void *data, size_t le
  *   SPERLI_E_RANK       source is outside the job
  *   SPERLI_E_TAG        tag is outside 0 … SPERLI_MAX_TAG
  *   SPERLI_E_NULL       len is NULL
- *   SPERLI_E_FINISHED   rank source has finished and no such message is kept
- *   the job's end codes (1608, 1609, 1611, 1612, 1613)
+ *   SPERLI_E_FINISHED   rank source has finished and no such message is
+ *                       kept (*len and the earlier result are untouched)
+ *   the job's end codes (1608, 1609, 1611, 1612, 1613; *len is 0, the
+ *   result empty)
  */
 int sperli_recv(sperli_t session, int source, int tag, size_t *len);
 
@@ -427,6 +462,8 @@ int sperli_start_recv(sperli_t session, int source, int tag, sperli_op *op);
  *   SPERLI_E_OPERATION   op is not an open receive of this session
  *   SPERLI_E_NULL        len is NULL (op stays open)
  *   SPERLI_E_FINISHED    the source has finished and the message never came
+ *                        (op is finished; *len and the earlier result are
+ *                        untouched)
  *   the job's end codes (1608, 1609, 1611, 1612, 1613)
  */
 int sperli_finish_recv(sperli_t session, sperli_op op, size_t *len);
@@ -641,11 +678,13 @@ int sperli_use_checkpoints(sperli_t session, const char *dir);
  *
  * session  the open session.
  * state    the state, any bytes; may be NULL when len is 0.
- * len      its length.
+ * len      its length, at most SPERLI_MAX_CHECKPOINT.
  *
  * Returns
  *   0                   committed
  *   SPERLI_E_NULL       state is NULL with len > 0
+ *   SPERLI_E_LENGTH     len > SPERLI_MAX_CHECKPOINT (nothing is sent: the
+ *                       other ranks wait in the call)
  *   1624                a rank has an open send or receive (every rank)
  *   1625                a rank's storage failed (every rank; the previous
  *                       epoch stays)
@@ -712,7 +751,8 @@ const char *sperli_strerror(int code);
  *
  * buf      where the message is copied, NUL-terminated; may be NULL when
  *          cap is 0.
- * cap      the size of buf in bytes.
+ * cap      the size of buf in bytes; any size (only *len + 1 bytes are
+ *          written, so SIZE_MAX is "large enough").
  * len      where the message's length is written (without the NUL).
  *
  * Returns
@@ -743,9 +783,9 @@ int sperli_last_error(char *buf, size_t cap, size_t *len);
  *
  * Returns
  *   0                   ended; *status is the exit status
- *   SPERLI_E_NULL       status is NULL
  *   SPERLI_E_HANDLE     session is neither the open session nor
  *                       SPERLI_NONE with no session open
+ *   SPERLI_E_NULL       status is NULL
  */
 int sperli_exit(sperli_t session, int code, int *status);
 

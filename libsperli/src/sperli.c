@@ -3,24 +3,34 @@
  * checks all its arguments here, before anything reaches the Go layer
  * (libsperli/go, the runtime built with -buildmode=c-archive):
  *
+ *   0. the child of a fork(2) (a pthread_atfork handler marks it): every
+ *      call there is SPERLI_E_FORK, before anything else;
  *   1. the one-call-at-a-time flag (an atomic compare-and-swap: a second
- *      caller gets SPERLI_E_BUSY at once and changes nothing);
+ *      caller gets SPERLI_E_BUSY at once and changes nothing), with the
+ *      calling thread's cancellation disabled until the call returns;
  *   2. the session handle (a number, compared with the open session's);
  *   3. each argument in the order of sperli.h: pointers, ranks, tags,
  *      lengths, types, reductions, counts, paths, operation handles (a
  *      table kept here: slot index and generation in one 64-bit number).
  *
- * Only then is the Go layer called. It answers 0, a code 1601 … 1625, or
- * SPERLI_E_FINISHED (the runtime's H1617); anything else is a broken
- * promise of the library and ends the process with abort(3).
+ * Only then is the Go layer called. It answers 0, a code 1601 … 1615 or
+ * 1618 … 1627, or SPERLI_E_FINISHED (the runtime's H1617); init also 1616
+ * (an environment variable of the runtime out of its range). Anything
+ * else is a broken promise of the library and ends the process with
+ * abort(3).
  *
  * State below is guarded by the busy flag: only the holder touches it.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "sperli.h"
 #include "libsperli_go.h"
@@ -34,6 +44,10 @@
  */
 
 static atomic_int busy;                /* 1 while a call runs */
+static int held_cancel;                /* the holder's cancellation state before its call */
+static volatile int in_child;          /* set in the child of a fork(2) */
+static int atfork_failed;              /* pthread_atfork failed: compare the pid instead */
+static pid_t start_pid;
 static sperli_t open_session;          /* 0: none */
 static sperli_t last_session;          /* handles are never reused */
 static int s_rank, s_size;
@@ -63,14 +77,43 @@ static uint32_t next_gen;
  * Helpers
  */
 
+/* The child of a fork(2) cannot use the library: the Go runtime's threads
+ * and the session are the parent's, and a call would write into the
+ * parent's connections. A pthread_atfork handler marks the child (and
+ * where it could not be installed, the process id is compared). */
+static void child_after_fork(void) { in_child = 1; }
+
+__attribute__((constructor)) static void setup(void) {
+    start_pid = getpid();
+    if (pthread_atfork(NULL, NULL, child_after_fork) != 0) atfork_failed = 1;
+}
+
+static int forked(void) { return in_child || (atfork_failed && getpid() != start_pid); }
+
+/* enter takes the one-call-at-a-time flag: 0, SPERLI_E_FORK or
+ * SPERLI_E_BUSY. Cancellation of the calling thread is disabled first and
+ * stays so until leave: a call that waits (pthread_cond_wait in wait.c is
+ * a cancellation point) is never cut off with the flag taken, the wait's
+ * mutex locked and the Go layer still to write into the caller's stack; a
+ * pthread_cancel sent meanwhile takes effect at the thread's first
+ * cancellation point after the call (docs/c.md §7). */
 static int enter(void) {
-    int zero = 0;
-    return atomic_compare_exchange_strong_explicit(&busy, &zero, 1, memory_order_acquire,
-                                                   memory_order_relaxed);
+    if (forked()) return SPERLI_E_FORK;
+    int old, zero = 0;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    if (!atomic_compare_exchange_strong_explicit(&busy, &zero, 1, memory_order_acquire,
+                                                 memory_order_relaxed)) {
+        pthread_setcancelstate(old, &zero);
+        return SPERLI_E_BUSY;
+    }
+    held_cancel = old;
+    return 0;
 }
 
 static int leave(int rc) {
+    int old = held_cancel, ignored;
     atomic_store_explicit(&busy, 0, memory_order_release);
+    pthread_setcancelstate(old, &ignored);
     return rc;
 }
 
@@ -98,13 +141,24 @@ static int fail(int code, const char *fn, const char *fmt, ...) {
 /* gone checks what the Go layer answered. */
 static int gone(int rc, const char *fn) {
     if (rc == 0) return 0;
-    if ((rc >= 1601 && rc <= 1615) || (rc >= 1618 && rc <= 1625) || rc == SPERLI_E_FINISHED) {
+    if ((rc >= 1601 && rc <= 1615) || (rc >= 1618 && rc <= 1627) || rc == SPERLI_E_FINISHED) {
         last_code = rc;
         last_from_go = 1;
         return rc;
     }
     broken(fn, rc);
     return rc;
+}
+
+/* gone_init is gone for init, which may also answer 1616: an environment
+ * variable of the runtime (SPERLI_SPIN_US) outside its range. */
+static int gone_init(int rc, const char *fn) {
+    if (rc == 1616) {
+        last_code = rc;
+        last_from_go = 1;
+        return rc;
+    }
+    return gone(rc, fn);
 }
 
 static int check_session(sperli_t s, const char *fn) {
@@ -214,6 +268,17 @@ static long find_op(sperli_op op, int kind, const char *fn, int *rc) {
     return (long)(idx - 1);
 }
 
+/* made records the result of a call that makes data: n bytes when it
+ * answered 0, none for a refusal (rc > 0). A negative code (SPERLI_E_FINISHED
+ * from the Go layer) leaves the earlier result and *result_len as they
+ * were, as every negative code does. */
+static int made(int rc, size_t n, size_t *result_len) {
+    if (rc < 0) return rc;
+    s_result_len = n;
+    *result_len = n;
+    return rc;
+}
+
 /* ------------------------------------------------------------------------
  * Joining
  */
@@ -229,7 +294,7 @@ static int joined(sperli_t *session) {
 int sperli_init(const char *line, sperli_t *session) {
     static const char fn[] = "sperli_init";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_null(line, fn, "line")) || (rc = check_null(session, fn, "session")))
         return leave(rc);
     size_t n = strnlen(line, (size_t)SPERLI_MAX_JOB_LINE + 3);
@@ -244,7 +309,7 @@ int sperli_init(const char *line, sperli_t *session) {
                           open_session));
     DONE;
     sperligo_init((char *)line, n, 0, &s_rank, &s_size, &s_inc, s_job, &done);
-    rc = gone(sperligo_wait(&done), fn);
+    rc = gone_init(sperligo_wait(&done), fn);
     if (rc == 0) joined(session);
     return leave(rc);
 }
@@ -252,14 +317,14 @@ int sperli_init(const char *line, sperli_t *session) {
 int sperli_init_stdin(sperli_t *session) {
     static const char fn[] = "sperli_init_stdin";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_null(session, fn, "session"))) return leave(rc);
     if (open_session != 0)
         return leave(fail(SPERLI_E_SESSION, fn, "session %d is open; a process holds one session",
                           open_session));
     DONE;
     sperligo_init(NULL, 0, 1, &s_rank, &s_size, &s_inc, s_job, &done);
-    rc = gone(sperligo_wait(&done), fn);
+    rc = gone_init(sperligo_wait(&done), fn);
     if (rc == 0) joined(session);
     return leave(rc);
 }
@@ -267,7 +332,7 @@ int sperli_init_stdin(sperli_t *session) {
 int sperli_rank(sperli_t session, int *rank) {
     static const char fn[] = "sperli_rank";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_null(rank, fn, "rank"))) return leave(rc);
     *rank = s_rank;
     return leave(0);
@@ -276,7 +341,7 @@ int sperli_rank(sperli_t session, int *rank) {
 int sperli_size(sperli_t session, int *size) {
     static const char fn[] = "sperli_size";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_null(size, fn, "size"))) return leave(rc);
     *size = s_size;
     return leave(0);
@@ -285,7 +350,7 @@ int sperli_size(sperli_t session, int *size) {
 int sperli_job(sperli_t session, char *buf, size_t cap) {
     static const char fn[] = "sperli_job";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_null(buf, fn, "buf"))) return leave(rc);
     if (cap < SPERLI_JOB_ID_LEN + 1)
         return leave(fail(SPERLI_E_LENGTH, fn, "buffer of %zu bytes, want at least %d", cap,
@@ -297,7 +362,7 @@ int sperli_job(sperli_t session, char *buf, size_t cap) {
 int sperli_incarnation(sperli_t session, uint32_t *inc) {
     static const char fn[] = "sperli_incarnation";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_null(inc, fn, "inc"))) return leave(rc);
     *inc = s_inc;
     return leave(0);
@@ -310,7 +375,7 @@ int sperli_incarnation(sperli_t session, uint32_t *inc) {
 int sperli_send(sperli_t session, int dest, int tag, const void *data, size_t len) {
     static const char fn[] = "sperli_send";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_rank(dest, fn, "rank")) ||
         (rc = check_tag(tag, fn)) || (rc = check_data(data, len, fn, "data")) ||
         (rc = check_message(len, fn)))
@@ -321,7 +386,7 @@ int sperli_send(sperli_t session, int dest, int tag, const void *data, size_t le
 int sperli_recv(sperli_t session, int source, int tag, size_t *len) {
     static const char fn[] = "sperli_recv";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_rank(source, fn, "rank")) ||
         (rc = check_tag(tag, fn)) || (rc = check_null(len, fn, "len")))
         return leave(rc);
@@ -329,16 +394,14 @@ int sperli_recv(sperli_t session, int source, int tag, size_t *len) {
     DONE;
     sperligo_recv(source, tag, &n, &done);
     rc = gone(sperligo_wait(&done), fn);
-    s_result_len = n;
-    *len = n;
-    return leave(rc);
+    return leave(made(rc, n, len));
 }
 
 int sperli_start_send(sperli_t session, int dest, int tag, const void *data, size_t len,
                       sperli_op *op) {
     static const char fn[] = "sperli_start_send";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_rank(dest, fn, "rank")) ||
         (rc = check_tag(tag, fn)) || (rc = check_data(data, len, fn, "data")) ||
         (rc = check_message(len, fn)) || (rc = check_null(op, fn, "op")))
@@ -353,7 +416,7 @@ int sperli_start_send(sperli_t session, int dest, int tag, const void *data, siz
 int sperli_finish_send(sperli_t session, sperli_op op) {
     static const char fn[] = "sperli_finish_send";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn))) return leave(rc);
     long i = find_op(op, OP_SEND, fn, &rc);
     if (rc) return leave(rc);
@@ -367,7 +430,7 @@ int sperli_finish_send(sperli_t session, sperli_op op) {
 int sperli_start_recv(sperli_t session, int source, int tag, sperli_op *op) {
     static const char fn[] = "sperli_start_recv";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_rank(source, fn, "rank")) ||
         (rc = check_tag(tag, fn)) || (rc = check_null(op, fn, "op")))
         return leave(rc);
@@ -381,7 +444,7 @@ int sperli_start_recv(sperli_t session, int source, int tag, sperli_op *op) {
 int sperli_finish_recv(sperli_t session, sperli_op op, size_t *len) {
     static const char fn[] = "sperli_finish_recv";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn))) return leave(rc);
     long i = find_op(op, OP_RECV, fn, &rc);
     if (rc) return leave(rc);
@@ -391,25 +454,17 @@ int sperli_finish_recv(sperli_t session, sperli_op op, size_t *len) {
     sperligo_finish_recv((int)i, &n, &done);
     rc = gone(sperligo_wait(&done), fn);
     slot_free(i);
-    s_result_len = n;
-    *len = n;
-    return leave(rc);
+    return leave(made(rc, n, len));
 }
 
 /* ------------------------------------------------------------------------
  * Collectives
  */
 
-static int made(int rc, size_t n, size_t *result_len) {
-    s_result_len = n;
-    *result_len = n;
-    return rc;
-}
-
 int sperli_barrier(sperli_t session) {
     static const char fn[] = "sperli_barrier";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn))) return leave(rc);
     DONE;
     sperligo_barrier(&done);
@@ -419,7 +474,7 @@ int sperli_barrier(sperli_t session) {
 int sperli_bcast(sperli_t session, int root, const void *data, size_t len, size_t *result_len) {
     static const char fn[] = "sperli_bcast";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn))) return leave(rc);
     if (root != s_rank) data = NULL, len = 0; /* ignored off the root */
     if ((rc = check_data(data, len, fn, "data")) || (rc = check_null(result_len, fn, "result_len")))
@@ -435,7 +490,7 @@ int sperli_reduce(sperli_t session, int root, int type, int reduction, const voi
                   size_t len, size_t *result_len) {
     static const char fn[] = "sperli_reduce";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_type(type, fn)) ||
         (rc = check_op(reduction, fn)) || (rc = check_data(data, len, fn, "data")) ||
         (rc = check_null(result_len, fn, "result_len")))
@@ -451,7 +506,7 @@ int sperli_allreduce(sperli_t session, int type, int reduction, const void *data
                      size_t *result_len) {
     static const char fn[] = "sperli_allreduce";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_type(type, fn)) ||
         (rc = check_op(reduction, fn)) || (rc = check_data(data, len, fn, "data")) ||
         (rc = check_null(result_len, fn, "result_len")))
@@ -466,7 +521,7 @@ int sperli_allreduce(sperli_t session, int type, int reduction, const void *data
 int sperli_gather(sperli_t session, int root, const void *data, size_t len, size_t *result_len) {
     static const char fn[] = "sperli_gather";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_data(data, len, fn, "data")) ||
         (rc = check_null(result_len, fn, "result_len")))
         return leave(rc);
@@ -480,7 +535,7 @@ int sperli_gather(sperli_t session, int root, const void *data, size_t len, size
 int sperli_scatter(sperli_t session, int root, const void *data, size_t len, size_t *result_len) {
     static const char fn[] = "sperli_scatter";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn))) return leave(rc);
     if (root != s_rank) data = NULL, len = 0; /* ignored off the root */
     if ((rc = check_data(data, len, fn, "data")) || (rc = check_null(result_len, fn, "result_len")))
@@ -499,7 +554,7 @@ int sperli_scatter(sperli_t session, int root, const void *data, size_t len, siz
 int sperli_set_silence(sperli_t session, int ms) {
     static const char fn[] = "sperli_set_silence";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn))) return leave(rc);
     if (ms < SPERLI_MIN_SILENCE_MS || ms > SPERLI_MAX_SILENCE_MS)
         return leave(fail(SPERLI_E_COUNT, fn, "%d ms is outside %d to %d", ms, SPERLI_MIN_SILENCE_MS,
@@ -510,7 +565,7 @@ int sperli_set_silence(sperli_t session, int ms) {
 int sperli_heartbeat(sperli_t session) {
     static const char fn[] = "sperli_heartbeat";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn))) return leave(rc);
     return leave(gone(sperligo_heartbeat(), fn));
 }
@@ -518,7 +573,7 @@ int sperli_heartbeat(sperli_t session) {
 int sperli_abort(sperli_t session) {
     static const char fn[] = "sperli_abort";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn))) return leave(rc);
     rc = gone(sperligo_abort(), fn);
     end_session();
@@ -528,7 +583,7 @@ int sperli_abort(sperli_t session) {
 int sperli_finish(sperli_t session) {
     static const char fn[] = "sperli_finish";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn))) return leave(rc);
     if (nopen > 0)
         return leave(fail(SPERLI_E_OPEN, fn, "%zu operation(s) still open; finish them first", nopen));
@@ -546,7 +601,7 @@ int sperli_finish(sperli_t session) {
 int sperli_use_checkpoints(sperli_t session, const char *dir) {
     static const char fn[] = "sperli_use_checkpoints";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_null(dir, fn, "dir"))) return leave(rc);
     if (strnlen(dir, SPERLI_MAX_PATH + 1) > SPERLI_MAX_PATH)
         return leave(fail(SPERLI_E_PATH, fn, "dir is longer than %d bytes", SPERLI_MAX_PATH));
@@ -556,9 +611,13 @@ int sperli_use_checkpoints(sperli_t session, const char *dir) {
 int sperli_checkpoint(sperli_t session, const void *state, size_t len) {
     static const char fn[] = "sperli_checkpoint";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_data(state, len, fn, "state")))
         return leave(rc);
+    /* PTRDIFF_MAX: the most a Go slice holds, below the limit on 64 bits */
+    if ((uint64_t)len > SPERLI_MAX_CHECKPOINT || len > (size_t)PTRDIFF_MAX)
+        return leave(fail(SPERLI_E_LENGTH, fn, "state is %zu bytes, limit %llu", len,
+                          (unsigned long long)SPERLI_MAX_CHECKPOINT));
     DONE;
     sperligo_checkpoint((void *)state, len, &done);
     return leave(gone(sperligo_wait(&done), fn));
@@ -567,7 +626,7 @@ int sperli_checkpoint(sperli_t session, const void *state, size_t len) {
 int sperli_resume(sperli_t session, int *resumed, size_t *len) {
     static const char fn[] = "sperli_resume";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_null(resumed, fn, "resumed")) ||
         (rc = check_null(len, fn, "len")))
         return leave(rc);
@@ -576,7 +635,7 @@ int sperli_resume(sperli_t session, int *resumed, size_t *len) {
     DONE;
     sperligo_resume(&found, &n, &done);
     rc = gone(sperligo_wait(&done), fn);
-    *resumed = found;
+    if (rc >= 0) *resumed = found;
     return leave(made(rc, n, len));
 }
 
@@ -587,7 +646,7 @@ int sperli_resume(sperli_t session, int *resumed, size_t *len) {
 int sperli_result(sperli_t session, void *buf, size_t cap, size_t *len) {
     static const char fn[] = "sperli_result";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
+    if ((rc = enter()) != 0) return rc;
     if ((rc = check_session(session, fn)) || (rc = check_null(len, fn, "len")) ||
         (rc = check_data(buf, cap, fn, "buf")))
         return leave(rc);
@@ -614,6 +673,7 @@ static const char *ename(int code) {
     case SPERLI_E_FINISHED: return "SPERLI_E_FINISHED";
     case SPERLI_E_OPEN: return "SPERLI_E_OPEN";
     case SPERLI_E_SESSION: return "SPERLI_E_SESSION";
+    case SPERLI_E_FORK: return "SPERLI_E_FORK";
     }
     return "SPERLI_E_?";
 }
@@ -635,6 +695,7 @@ const char *sperli_strerror(int code) {
     case SPERLI_E_FINISHED: return "SPERLI_E_FINISHED: the rank has finished";
     case SPERLI_E_OPEN: return "SPERLI_E_OPEN: operations are still open";
     case SPERLI_E_SESSION: return "SPERLI_E_SESSION: a session is open already";
+    case SPERLI_E_FORK: return "SPERLI_E_FORK: called in the child of a fork(2)";
     case 1601: return "H1601: peer certificate refused: none, another CA, wrong name or address, not TLS 1.3";
     case 1602: return "H1602: hello missing or malformed";
     case 1603: return "H1603: token signature does not verify";
@@ -660,13 +721,16 @@ const char *sperli_strerror(int code) {
     case 1623: return "H1623: resume with another job size";
     case 1624: return "H1624: checkpoint while a send or receive is open";
     case 1625: return "H1625: checkpoint storage failed (write, sync, rename, space)";
+    case 1626: return "H1626: communicator revoked";
+    case 1627: return "H1627: protocol violation by a joined peer (credit, sizes, records or files that contradict the protocol)";
     }
     return "unknown code";
 }
 
 int sperli_last_error(char *buf, size_t cap, size_t *len) {
     /* Its own answers never replace the last error: it is what is asked for. */
-    if (!enter()) return SPERLI_E_BUSY;
+    int rc;
+    if ((rc = enter()) != 0) return rc;
     if (len == NULL || (buf == NULL && cap > 0)) return leave(SPERLI_E_NULL);
     char tmp[1];
     size_t n;
@@ -679,10 +743,12 @@ int sperli_last_error(char *buf, size_t cap, size_t *len) {
     }
     *len = n;
     if (cap < n + 1) return leave(SPERLI_E_LENGTH);
+    /* Only n + 1 bytes are written: a larger capacity (any size_t, even
+     * SIZE_MAX) is never handed on. */
     if (last_code == 0)
         buf[0] = 0;
     else if (last_from_go)
-        sperligo_error(buf, cap);
+        sperligo_error(buf, n + 1);
     else
         memcpy(buf, last_msg, n + 1);
     return leave(0);
@@ -691,13 +757,13 @@ int sperli_last_error(char *buf, size_t cap, size_t *len) {
 int sperli_exit(sperli_t session, int code, int *status) {
     static const char fn[] = "sperli_exit";
     int rc;
-    if (!enter()) return SPERLI_E_BUSY;
-    if ((rc = check_null(status, fn, "status"))) return leave(rc);
+    if ((rc = enter()) != 0) return rc;
     if (session != SPERLI_NONE || open_session != 0)
         if ((rc = check_session(session, fn))) return leave(rc);
+    if ((rc = check_null(status, fn, "status"))) return leave(rc);
     const char *msg = NULL;
     if (code != 0 && code == last_code && !last_from_go) msg = last_msg;
-    else if (code < 0 && code >= SPERLI_E_SESSION) msg = sperli_strerror(code);
+    else if (code < 0 && code >= SPERLI_E_FORK) msg = sperli_strerror(code);
     int st = sperligo_exit(code, (char *)msg);
     if (st != 0 && st != 1 && st != 75) broken("exit status", st);
     end_session();

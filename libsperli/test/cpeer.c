@@ -5,6 +5,12 @@
  *   cpeer echo           join (description on stdin), then with the other
  *                        rank of a job of two: receive tag 5, send it back
  *                        on tag 6, finish
+ *   cpeer cancel         join a job of two; a thread waits in sperli_recv
+ *                        (tag 5) and the main thread cancels it
+ *                        (pthread_cancel), prints "cancelled", and wants
+ *                        the call to run to its end all the same; then it
+ *                        sends the message back on tag 6 and prints
+ *                        "cancel=ok"
  *   cpeer bench P M      join a job of two; rank 0 measures P round trips
  *                        of 64 bytes and the one-way rate of M messages of
  *                        1 MiB to rank 1, and prints
@@ -16,6 +22,8 @@
  * pair up in any order.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +65,58 @@ static int echo(void) {
     if (n > sizeof buf) return SPERLI_E_LENGTH;
     TRY(sperli_result(s, buf, sizeof buf, &n));
     TRY(sperli_send(s, peer, 6, buf, n));
+    return 0;
+}
+
+struct waiter {
+    int rc;
+    size_t n;
+    volatile int returned;
+};
+
+/* recv_thread waits in sperli_recv; cancellation takes effect at the
+ * pthread_testcancel after it, never inside the call. */
+static void *recv_thread(void *arg) {
+    struct waiter *w = arg;
+    int rc;
+    while ((rc = sperli_recv(s, peer, 5, &w->n)) == SPERLI_E_BUSY) sched_yield();
+    w->rc = rc;
+    w->returned = 1;
+    pthread_testcancel();
+    w->returned = 2; /* not reached */
+    return NULL;
+}
+
+static int cancel_wait(void) {
+    struct waiter w = {0, 0, 0};
+    pthread_t th;
+    int i, seen = 0;
+    struct timespec ms = {0, 1000000};
+    pthread_create(&th, NULL, recv_thread, &w);
+    for (int k = 0; k < 20000 && !seen && !w.returned; k++) {
+        if (sperli_rank(s, &i) == SPERLI_E_BUSY)
+            seen = 1;
+        else
+            nanosleep(&ms, NULL);
+    }
+    if (!seen) fprintf(stderr, "cpeer: the thread was never seen in sperli_recv\n");
+    pthread_cancel(th);
+    printf("cancelled\n");
+    fflush(stdout);
+    void *res = NULL;
+    pthread_join(th, &res);
+    if (!seen || res != PTHREAD_CANCELED || w.returned != 1 || w.rc != 0) {
+        fprintf(stderr, "cpeer: cancelled thread: joined %s, returned %d, code %d\n",
+                res == PTHREAD_CANCELED ? "cancelled" : "not cancelled", w.returned, w.rc);
+        return w.rc != 0 ? w.rc : 1;
+    }
+    char buf[256];
+    size_t n;
+    TRY(sperli_result(s, buf, sizeof buf, &n));
+    if (n != w.n) return SPERLI_E_LENGTH;
+    TRY(sperli_send(s, peer, 6, buf, n));
+    printf("cancel=ok\n");
+    fflush(stdout);
     return 0;
 }
 
@@ -111,14 +171,15 @@ static int bench(int pings, int msgs) {
 
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "codes") == 0) {
-        for (int c = SPERLI_E_SESSION; c <= 0; c++) printf("%d\t%s\n", c, sperli_strerror(c));
-        for (int c = 1601; c <= 1625; c++) printf("%d\t%s\n", c, sperli_strerror(c));
+        for (int c = SPERLI_E_FORK; c <= 0; c++) printf("%d\t%s\n", c, sperli_strerror(c));
+        for (int c = 1601; c <= 1627; c++) printf("%d\t%s\n", c, sperli_strerror(c));
         return 0;
     }
     int mode_echo = argc == 2 && strcmp(argv[1], "echo") == 0;
+    int mode_cancel = argc == 2 && strcmp(argv[1], "cancel") == 0;
     int mode_bench = argc == 4 && strcmp(argv[1], "bench") == 0;
-    if (!mode_echo && !mode_bench) {
-        fprintf(stderr, "usage: cpeer codes | cpeer echo | cpeer bench PINGS MESSAGES\n");
+    if (!mode_echo && !mode_cancel && !mode_bench) {
+        fprintf(stderr, "usage: cpeer codes | cpeer echo | cpeer cancel | cpeer bench PINGS MESSAGES\n");
         return 2;
     }
     int rc = sperli_init_stdin(&s);
@@ -130,6 +191,6 @@ int main(int argc, char **argv) {
     sperli_size(s, &size);
     if (size != 2) return end(s, SPERLI_E_RANK);
     peer = 1 - rank;
-    rc = mode_echo ? echo() : bench(atoi(argv[2]), atoi(argv[3]));
+    rc = mode_echo ? echo() : mode_cancel ? cancel_wait() : bench(atoi(argv[2]), atoi(argv[3]));
     return end(s, rc);
 }

@@ -10,7 +10,8 @@
  * ring of open operations, bcast, reduce, gather and scatter with their
  * results checked; on rank 1 a thread waits in sperli_recv while the main
  * thread's calls are answered SPERLI_E_BUSY; then rank 2 finishes first
- * and ranks 0 and 1 see SPERLI_E_FINISHED for it. Each rank prints
+ * and ranks 0 and 1 see SPERLI_E_FINISHED for it, which leaves their kept
+ * result and out arguments untouched. Each rank prints
  * "test_ranks: rank R ok" at the end, or its failed checks on standard
  * error (and ends with exit status 1).
  */
@@ -247,11 +248,24 @@ static int ending(void) {
         EXPECT(sperli_exit(SPERLI_NONE, failures ? 1 : 0, &st), 0);
         return st;
     }
+    /* a result to keep: SPERLI_E_FINISHED, a negative code, leaves it and
+     * *len untouched (issue 16, item 6) */
+    char buf[16];
+    EXPECT(sperli_send(s, rank, 11, "kept", 4), 0);
+    EXPECT(sperli_recv(s, rank, 11, &n), 0);
+    CHECK(n == 4);
+    n = 12345;
     EXPECT(sperli_recv(s, 2, 9, &n), SPERLI_E_FINISHED);
+    CHECK(n == 12345);
     EXPECT(sperli_send(s, 2, 9, "late", 4), SPERLI_E_FINISHED);
     sperli_op op;
     EXPECT(sperli_start_recv(s, 2, 9, &op), 0);
     EXPECT(sperli_finish_recv(s, op, &n), SPERLI_E_FINISHED);
+    CHECK(n == 12345);
+    EXPECT(sperli_finish_recv(s, op, &n), SPERLI_E_OPERATION); /* op is finished all the same */
+    memset(buf, 0, sizeof buf);
+    EXPECT(sperli_result(s, buf, sizeof buf, &n), 0);
+    CHECK(n == 4 && memcmp(buf, "kept", 4) == 0);
     /* the job goes on between ranks 0 and 1 */
     if (rank == 0) {
         EXPECT(sperli_send(s, 1, 10, "still", 5), 0);

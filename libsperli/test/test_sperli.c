@@ -4,26 +4,40 @@
  * job goes on, kept messages and results stay), and never ends the
  * process. Run by scripts/libsperli/check-libsperli.sh:
  *
- *   test_sperli ONE.job TWO.job CKPTDIR < ONE.job
+ *   test_sperli ONE.job TWO.job CKPTDIR < ONE.job-and-more
+ *   SPERLI_SPIN_US=abc test_sperli spin ONE.job < ONE.job
  *
  * ONE.job is rank 0 of a job of one rank, TWO.job rank 0 of a job of two
  * ranks whose rank 1 never comes (made by `sperli job make` on a free
- * loopback address), CKPTDIR an empty directory. It prints one line per
- * failed check on standard error and "test_sperli: ok (N checks)" at the
- * end; the exit status is 0 only when every check held.
+ * loopback address), CKPTDIR an empty directory. Standard input is ONE.job's
+ * line followed by STDIN_REST (below), which the test reads itself after
+ * sperli_init_stdin. It prints one line per failed check on standard error
+ * and "test_sperli: ok (N checks)" at the end; the exit status is 0 only
+ * when every check held. The "spin" mode wants 1616 from both inits for a
+ * SPERLI_SPIN_US outside its range.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sperli.h"
 
 static int checks, failures;
+
+/* What check-libsperli.sh puts on standard input after the description. */
+#define STDIN_REST "the program's own input\nsecond line\n"
 
 #define EXPECT(call, want)                                                                  \
     do {                                                                                    \
@@ -133,6 +147,25 @@ static void every_function_refuses(sperli_t s, int want) {
     CHECK(n == 99 && i == 99 && u == 99 && op == 99 && strcmp(buf, "data") == 0);
 }
 
+/* last_error_any_cap: sperli_last_error takes any capacity, SIZE_MAX too,
+ * and writes only the message and its NUL; prefix is the message's start. */
+static void last_error_any_cap(const char *prefix) {
+    static const size_t caps[] = {SIZE_MAX, SIZE_MAX - 1, (size_t)1 << 63, ((size_t)1 << 63) - 1,
+                                  (size_t)1 << 62};
+    char want[sizeof msg];
+    size_t n0 = 0;
+    EXPECT(sperli_last_error(want, sizeof want, &n0), 0);
+    CHECK(starts(want, prefix));
+    for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++) {
+        char *buf = malloc(n0 + 2);
+        size_t n = 0;
+        memset(buf, 'Z', n0 + 2);
+        EXPECT(sperli_last_error(buf, caps[k], &n), 0);
+        CHECK(n == n0 && memcmp(buf, want, n0 + 1) == 0 && buf[n0 + 1] == 'Z');
+        free(buf);
+    }
+}
+
 static void test_strerror(void) {
     static const struct {
         int code;
@@ -153,22 +186,25 @@ static void test_strerror(void) {
         {SPERLI_E_FINISHED, "SPERLI_E_FINISHED: "},
         {SPERLI_E_OPEN, "SPERLI_E_OPEN: "},
         {SPERLI_E_SESSION, "SPERLI_E_SESSION: "},
+        {SPERLI_E_FORK, "SPERLI_E_FORK: "},
     };
     /* The numbers are stable. */
     CHECK(SPERLI_E_NULL == -1 && SPERLI_E_LENGTH == -2 && SPERLI_E_RANK == -3 && SPERLI_E_TAG == -4 &&
           SPERLI_E_TYPE == -5 && SPERLI_E_OP == -6 && SPERLI_E_COUNT == -7 && SPERLI_E_HANDLE == -8 &&
           SPERLI_E_PATH == -9 && SPERLI_E_BUSY == -10 && SPERLI_E_OPERATION == -11 &&
-          SPERLI_E_FINISHED == -12 && SPERLI_E_OPEN == -13 && SPERLI_E_SESSION == -14);
+          SPERLI_E_FINISHED == -12 && SPERLI_E_OPEN == -13 && SPERLI_E_SESSION == -14 &&
+          SPERLI_E_FORK == -15);
+    CHECK(SPERLI_H1616 == 1616 && SPERLI_H1626 == 1626 && SPERLI_H1627 == 1627);
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         CHECK(starts(sperli_strerror(table[k].code), table[k].prefix));
-    for (int c = 1601; c <= 1625; c++) {
+    for (int c = 1601; c <= 1627; c++) {
         char want[16];
         snprintf(want, sizeof want, "H%d: ", c);
         CHECK(starts(sperli_strerror(c), want));
     }
-    CHECK(strcmp(sperli_strerror(-15), "unknown code") == 0);
+    CHECK(strcmp(sperli_strerror(-16), "unknown code") == 0);
     CHECK(strcmp(sperli_strerror(1600), "unknown code") == 0);
-    CHECK(strcmp(sperli_strerror(1626), "unknown code") == 0);
+    CHECK(strcmp(sperli_strerror(1628), "unknown code") == 0);
     CHECK(strcmp(sperli_strerror(INT_MIN), "unknown code") == 0);
 }
 
@@ -191,7 +227,12 @@ static void test_no_session(const char *one) {
     CHECK(starts(last(), "SPERLI_E_HANDLE: sperli_abort: "));
     EXPECT(sperli_exit(3, 0, &st), SPERLI_E_HANDLE);
     EXPECT(sperli_exit(SPERLI_NONE, 0, NULL), SPERLI_E_NULL);
+    /* the handle is checked before status (issue 16, item 9) */
+    EXPECT(sperli_exit(12345, 0, NULL), SPERLI_E_HANDLE);
+    EXPECT(sperli_exit(-1, 1, NULL), SPERLI_E_HANDLE);
     CHECK(st == 99);
+    /* any capacity: only the message and its NUL are written (item 2) */
+    last_error_any_cap("SPERLI_E_HANDLE: sperli_exit: ");
 
     /* init: pointers, length, and descriptions the job refuses */
     EXPECT(sperli_init(NULL, &s), SPERLI_E_NULL);
@@ -207,6 +248,7 @@ static void test_no_session(const char *one) {
     free(big);
     EXPECT(sperli_init("", &s), SPERLI_H1615);
     CHECK(starts(last(), "H1615: job description missing"));
+    last_error_any_cap("H1615: job description missing"); /* a message of the Go layer */
     EXPECT(sperli_init("\n", &s), SPERLI_H1615);
     EXPECT(sperli_init("{}", &s), SPERLI_H1615);
     EXPECT(sperli_init("not json", &s), SPERLI_H1615);
@@ -231,7 +273,104 @@ static void test_no_session(const char *one) {
         CHECK(starts(last(), "H1614: "));
         free(refused);
     }
+    /* a listen_fd that is no listening socket: 1615, and standard output
+     * and error are still open, the same files (issue 16, item 7) */
+    for (int fd = 1; fd <= 2; fd++) {
+        struct stat before, after;
+        char field[32], want[64];
+        CHECK(fstat(fd, &before) == 0);
+        snprintf(field, sizeof field, "{\"listen_fd\":%d,", fd);
+        char *line = replace(one, "{", field);
+        EXPECT(sperli_init(line, &s), SPERLI_H1615);
+        snprintf(want, sizeof want, "H1615: job description: listen_fd %d is not a listening socket", fd);
+        CHECK(starts(last(), want));
+        CHECK(fstat(fd, &after) == 0 && after.st_dev == before.st_dev && after.st_ino == before.st_ino);
+        free(line);
+    }
+    char *nofd = replace(one, "{", "{\"listen_fd\":1000000,");
+    EXPECT(sperli_init(nofd, &s), SPERLI_H1615);
+    free(nofd);
     CHECK(s == 77); /* never written */
+}
+
+/* wait_child waits up to 30 s for pid and returns its exit status, or -1
+ * (the child is killed) when it did not end or was killed. */
+static int wait_child(pid_t pid) {
+    int st;
+    for (int k = 0; k < 3000; k++) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        if (w < 0 && errno != EINTR) return -1;
+        sleep_ms(10);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+/* In the child of a fork(2) every function answers SPERLI_E_FORK and does
+ * nothing: the parent's session s goes on whole (issue 16, item 5). */
+static void test_fork(sperli_t s, const char *one) {
+    size_t n = 0;
+    char buf[64];
+    EXPECT(sperli_send(s, 0, 40, "parent", 6), 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int bad = 0, i = 99, st = 99;
+        size_t m = 99;
+        sperli_t s2 = 77;
+        sperli_op op = 99;
+        uint32_t u = 99;
+#define FORKED(call) bad += (call) != SPERLI_E_FORK
+        FORKED(sperli_rank(s, &i));
+        FORKED(sperli_size(s, &i));
+        FORKED(sperli_job(s, buf, sizeof buf));
+        FORKED(sperli_incarnation(s, &u));
+        FORKED(sperli_send(s, 0, 40, "child", 5));
+        FORKED(sperli_recv(s, 0, 40, &m));
+        FORKED(sperli_start_send(s, 0, 40, "child", 5, &op));
+        FORKED(sperli_start_recv(s, 0, 40, &op));
+        FORKED(sperli_finish_send(s, op));
+        FORKED(sperli_finish_recv(s, op, &m));
+        FORKED(sperli_barrier(s));
+        FORKED(sperli_bcast(s, 0, "x", 1, &m));
+        FORKED(sperli_reduce(s, 0, SPERLI_INT32, SPERLI_SUM, "abcd", 4, &m));
+        FORKED(sperli_allreduce(s, SPERLI_INT32, SPERLI_SUM, "abcd", 4, &m));
+        FORKED(sperli_gather(s, 0, "x", 1, &m));
+        FORKED(sperli_scatter(s, 0, "x", 1, &m));
+        FORKED(sperli_set_silence(s, 1000));
+        FORKED(sperli_heartbeat(s));
+        FORKED(sperli_use_checkpoints(s, "x"));
+        FORKED(sperli_checkpoint(s, "x", 1));
+        FORKED(sperli_resume(s, &i, &m));
+        FORKED(sperli_result(s, buf, sizeof buf, &m));
+        FORKED(sperli_last_error(buf, sizeof buf, &m));
+        FORKED(sperli_init(one, &s2));
+        FORKED(sperli_init_stdin(&s2));
+        FORKED(sperli_finish(s));
+        FORKED(sperli_abort(s));
+        FORKED(sperli_exit(s, 0, &st));
+        FORKED(sperli_exit(SPERLI_NONE, 1, &st));
+        FORKED(sperli_rank(12345, NULL)); /* before any other check */
+#undef FORKED
+        bad += i != 99 || st != 99 || m != 99 || s2 != 77 || op != 99 || u != 99;
+        bad += !starts(sperli_strerror(SPERLI_E_FORK), "SPERLI_E_FORK: ");
+        _exit(bad ? 10 + (bad > 100 ? 100 : bad) : 0);
+    }
+    CHECK(pid > 0);
+    if (pid > 0) {
+        int st = wait_child(pid);
+        if (st != 0) fprintf(stderr, "test_sperli.c: the forked child ended with %d, want 0\n", st);
+        CHECK(st == 0);
+    }
+    /* the parent's session is whole: its message is there, once */
+    EXPECT(sperli_recv(s, 0, 40, &n), 0);
+    EXPECT(sperli_result(s, buf, sizeof buf, &n), 0);
+    CHECK(n == 6 && memcmp(buf, "parent", 6) == 0);
+    EXPECT(sperli_barrier(s), 0);
+    EXPECT(sperli_rank(s, &(int){0}), 0);
 }
 
 static void test_session(const char *one, const char *ckpt, sperli_t *kept) {
@@ -249,6 +388,9 @@ static void test_session(const char *one, const char *ckpt, sperli_t *kept) {
     CHECK(starts(last(), "SPERLI_E_SESSION: sperli_init_stdin: "));
     every_function_refuses(s + 1, SPERLI_E_HANDLE);
     every_function_refuses(-s, SPERLI_E_HANDLE);
+    EXPECT(sperli_exit(s + 1, 0, NULL), SPERLI_E_HANDLE);
+    EXPECT(sperli_exit(SPERLI_NONE, 0, NULL), SPERLI_E_HANDLE); /* a session is open */
+    EXPECT(sperli_exit(s, 0, NULL), SPERLI_E_NULL);
 
     /* rank, size, job, incarnation */
     int rank = -1, size = -1;
@@ -510,10 +652,18 @@ static void test_session(const char *one, const char *ckpt, sperli_t *kept) {
     EXPECT(sperli_checkpoint(s, "state-2", 7), 0);
     EXPECT(sperli_checkpoint(s, NULL, 0), 0);
     EXPECT(sperli_checkpoint(s, "state-4", 7), 0);
+    /* lengths past the limit: refused before anything is sent (item 3) */
+    EXPECT(sperli_checkpoint(s, "x", SIZE_MAX), SPERLI_E_LENGTH);
+    CHECK(starts(last(), "SPERLI_E_LENGTH: sperli_checkpoint: state is "));
+    EXPECT(sperli_checkpoint(s, "x", (size_t)SPERLI_MAX_CHECKPOINT + 1), SPERLI_E_LENGTH);
+    EXPECT(sperli_checkpoint(s, "x", (size_t)1 << 63), SPERLI_E_LENGTH);
+    EXPECT(sperli_checkpoint(s, NULL, SIZE_MAX), SPERLI_E_NULL); /* state first */
     EXPECT(sperli_resume(s, &i, &n), 0);
     CHECK(i == 1 && n == 7);
     EXPECT(sperli_result(s, buf, sizeof buf, &n), 0);
     CHECK(n == 7 && memcmp(buf, "state-4", 7) == 0);
+
+    test_fork(s, one);
 
     /* the end: every function refuses the finished session */
     EXPECT(sperli_finish(s), 0);
@@ -533,6 +683,19 @@ static void test_stdin_abort(const char *ckpt, sperli_t first) {
     char buf[64];
     EXPECT(sperli_init_stdin(&s), 0);
     CHECK(s > 0 && s != first);
+    /* the rest of standard input is the program's: not a byte of it was
+     * taken (issue 16, item 8; a rank started by hand) */
+    char rest[256];
+    size_t got = 0;
+    for (;;) {
+        ssize_t k = read(0, rest + got, sizeof rest - 1 - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+        if (got == sizeof rest - 1) break;
+    }
+    rest[got] = 0;
+    CHECK(strcmp(rest, STDIN_REST) == 0);
     EXPECT(sperli_rank(first, &i), SPERLI_E_HANDLE);
     EXPECT(sperli_use_checkpoints(s, ckpt), 0);
     EXPECT(sperli_resume(s, &i, &n), 0);
@@ -619,9 +782,97 @@ static void test_busy(const char *one, const char *two) {
     free(line);
 }
 
+struct cancelled {
+    const char *line;
+    sperli_t s;
+    int rc;
+    volatile int returned;
+};
+
+/* cancel_thread waits in sperli_init (the join of a job whose rank 1 never
+ * comes: init always waits on the library's worker, in wait.c) while the
+ * main thread cancels it; the cancellation takes effect at the
+ * pthread_testcancel after the call, not inside it. */
+static void *cancel_thread(void *arg) {
+    struct cancelled *c = arg;
+    int rc;
+    while ((rc = sperli_init(c->line, &c->s)) == SPERLI_E_BUSY) sched_yield();
+    c->rc = rc;
+    c->returned = 1;
+    pthread_testcancel();
+    c->returned = 2; /* not reached */
+    return NULL;
+}
+
+/* pthread_cancel of a thread that waits in a call: the call runs to its
+ * end, the library is free afterwards, and the wait works again (issue 16,
+ * item 4). */
+static int test_cancel(const char *one, const char *two) {
+    char *line = with_join_ms(two, 1500);
+    struct cancelled c = {line, 77, 0, 0};
+    pthread_t th;
+    int i;
+    pthread_create(&th, NULL, cancel_thread, &c);
+    int seen = 0;
+    for (int k = 0; k < 5000 && !seen && !c.returned; k++) {
+        if (sperli_rank(1, &i) == SPERLI_E_BUSY)
+            seen = 1;
+        else
+            sleep_ms(1);
+    }
+    CHECK(seen);
+    pthread_cancel(th);
+    void *res = NULL;
+    pthread_join(th, &res);
+    free(line);
+    CHECK(res == PTHREAD_CANCELED);
+    CHECK(c.returned == 1);
+    EXPECT(c.rc, SPERLI_H1610);
+    CHECK(c.s == 77);
+    /* not busy any more: the flag was let go */
+    int rc = sperli_rank(1, &i);
+    EXPECT(rc, SPERLI_E_HANDLE);
+    if (rc == SPERLI_E_BUSY) return -1; /* the library is stuck: stop here */
+    sperli_t s = 0;
+    EXPECT(sperli_init(one, &s), 0);
+    EXPECT(sperli_barrier(s), 0);
+    EXPECT(sperli_finish(s), 0);
+    return 0;
+}
+
+/* spin_mode: SPERLI_SPIN_US is outside its range in the environment; both
+ * inits answer 1616 (issue 16, item 1) and the process goes on. */
+static int spin_mode(const char *one) {
+    sperli_t s = 77;
+    int st = 99;
+    char want[128];
+    snprintf(want, sizeof want, "H1616: SPERLI_SPIN_US=\"%s\": want whole microseconds",
+             getenv("SPERLI_SPIN_US") ? getenv("SPERLI_SPIN_US") : "");
+    EXPECT(sperli_init(one, &s), SPERLI_H1616);
+    CHECK(starts(last(), want));
+    EXPECT(sperli_init_stdin(&s), SPERLI_H1616);
+    CHECK(starts(last(), want));
+    CHECK(s == 77);
+    EXPECT(sperli_exit(SPERLI_NONE, SPERLI_H1616, &st), 0);
+    CHECK(st == 1);
+    if (failures > 0) {
+        fprintf(stderr, "test_sperli spin: %d of %d checks failed\n", failures, checks);
+        return 1;
+    }
+    printf("test_sperli spin: ok (%d checks)\n", checks);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "spin") == 0) {
+        char *one = read_line(argv[2]);
+        int rc = spin_mode(one);
+        free(one);
+        return rc;
+    }
     if (argc != 4) {
-        fprintf(stderr, "usage: test_sperli ONE.job TWO.job CKPTDIR < ONE.job\n");
+        fprintf(stderr, "usage: test_sperli ONE.job TWO.job CKPTDIR < ONE.job-and-more\n"
+                        "       test_sperli spin ONE.job < ONE.job\n");
         return 2;
     }
     char *one = read_line(argv[1]);
@@ -635,6 +886,7 @@ int main(int argc, char **argv) {
     one[strcspn(one, "\r\n")] = 0;
     test_stdin_abort(argv[3], first);
     test_busy(one, two);
+    if (test_cancel(one, two) != 0) fprintf(stderr, "test_sperli: the library stayed busy after a cancel\n");
 
     free(one);
     free(two);

@@ -35,5 +35,16 @@ for n in 1 2; do
 	"$SPERLI" job make -n "$n" --hosts "$work/hosts-$n" --out "$work/job-$n" >/dev/null
 done
 mkdir "$work/ckpt"
+# Standard input is a pipe: the description, then input of the program's
+# own that sperli_init_stdin must leave (STDIN_REST in test_sperli.c).
 # sperli_exit writes two expected lines of error text on standard error.
-"$work/test_sperli" "$work/job-1/rank-0.job" "$work/job-2/rank-0.job" "$work/ckpt" <"$work/job-1/rank-0.job"
+{ cat "$work/job-1/rank-0.job"; printf "the program's own input\nsecond line\n"; } |
+	"$work/test_sperli" "$work/job-1/rank-0.job" "$work/job-2/rank-0.job" "$work/ckpt"
+# A SPERLI_SPIN_US outside its range is 1616 from both inits, no abort.
+for v in abc -5 2000000 " 5" 1e3; do
+	SPERLI_SPIN_US=$v "$work/test_sperli" spin "$work/job-1/rank-0.job" <"$work/job-1/rank-0.job" 2>"$work/spin.err" || {
+		cat "$work/spin.err" >&2
+		echo "check-libsperli.sh: SPERLI_SPIN_US=$v: test_sperli spin failed" >&2
+		exit 1
+	}
+done

@@ -205,7 +205,7 @@ func TestCodes(t *testing.T) {
 	}
 	negative := []string{"ok", "SPERLI_E_NULL", "SPERLI_E_LENGTH", "SPERLI_E_RANK", "SPERLI_E_TAG", "SPERLI_E_TYPE",
 		"SPERLI_E_OP", "SPERLI_E_COUNT", "SPERLI_E_HANDLE", "SPERLI_E_PATH", "SPERLI_E_BUSY", "SPERLI_E_OPERATION",
-		"SPERLI_E_FINISHED", "SPERLI_E_OPEN", "SPERLI_E_SESSION"}
+		"SPERLI_E_FINISHED", "SPERLI_E_OPEN", "SPERLI_E_SESSION", "SPERLI_E_FORK"}
 	for i, name := range negative {
 		if !strings.HasPrefix(got[-i], name) {
 			t.Errorf("sperli_strerror(%d) = %q, want %s…", -i, got[-i], name)
