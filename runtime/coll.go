@@ -20,15 +20,20 @@ type Kind uint8
 
 // Collective kinds.
 const (
-	KindBarrier   Kind = 1
-	KindBcast     Kind = 2
-	KindReduce    Kind = 3
-	KindAllreduce Kind = 4
-	KindGather    Kind = 5
-	KindScatter   Kind = 6
+	KindBarrier       Kind = 1
+	KindBcast         Kind = 2
+	KindReduce        Kind = 3
+	KindAllreduce     Kind = 4
+	KindGather        Kind = 5
+	KindScatter       Kind = 6
+	KindAllgather     Kind = 7
+	KindAlltoall      Kind = 8
+	KindReduceScatter Kind = 9
+	KindSplit         Kind = 10
 )
 
-var kindNames = map[Kind]string{KindBarrier: "barrier", KindBcast: "bcast", KindReduce: "reduce", KindAllreduce: "allreduce", KindGather: "gather", KindScatter: "scatter"}
+var kindNames = map[Kind]string{KindBarrier: "barrier", KindBcast: "bcast", KindReduce: "reduce", KindAllreduce: "allreduce", KindGather: "gather", KindScatter: "scatter",
+	KindAllgather: "allgather", KindAlltoall: "alltoall", KindReduceScatter: "reduce_scatter", KindSplit: "split"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -43,6 +48,7 @@ type collFrame struct {
 	flags uint16
 	call  wire.Call
 	data  []byte
+	buf   []byte // the whole payload data is in, for putBuf once data is used
 	cost  int64
 }
 
@@ -101,7 +107,7 @@ func (c *Comm) collArrive(p *peer, h wire.Header, payload []byte) error {
 			c.coll.voids[h.Seq] = voidNote{from: p.rank, call: call, cost: cost}
 		}
 	} else {
-		c.coll.queues[p.rank] = append(c.coll.queues[p.rank], collFrame{seq: h.Seq, flags: h.Flags, call: call, data: data, cost: frameCost(len(payload))})
+		c.coll.queues[p.rank] = append(c.coll.queues[p.rank], collFrame{seq: h.Seq, flags: h.Flags, call: call, data: data, buf: payload, cost: frameCost(len(payload))})
 	}
 	c.mu.Unlock()
 	c.coll.wake()
@@ -121,6 +127,12 @@ func describe(k Kind, call wire.Call) string {
 	}
 	return Kind(call.Kind).String()
 }
+
+// equalLengths are the calls whose every rank gives the same length of
+// data (H1613 otherwise, SPEC §8.3): a frame of such a call says the
+// sender's length, and whoever takes it compares.
+var equalLengths = map[Kind]bool{KindReduce: true, KindAllreduce: true, KindGather: true,
+	KindAllgather: true, KindAlltoall: true, KindReduceScatter: true}
 
 func sameCall(a, b wire.Call) bool {
 	return a.Kind == b.Kind && a.Root == b.Root && a.Type == b.Type && a.Op == b.Op
@@ -172,6 +184,11 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 				got := q[0].call
 				c.mu.Unlock()
 				return collFrame{}, c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, r, describe(Kind(got.Kind), got), describe(kind, mine))
+			}
+			if len(q) > 0 && q[0].seq == k && equalLengths[kind] && q[0].call.Length != mine.Length {
+				got := q[0].call
+				c.mu.Unlock()
+				return collFrame{}, c.mismatch("%s: contributions of different lengths: rank %d gave %d bytes, rank %d gave %d", kind, r, got.Length, c.rank, mine.Length)
 			}
 		}
 		if q := c.coll.queues[from]; len(q) > 0 && q[0].seq == k {
@@ -371,7 +388,9 @@ func rootField(root int) uint32 {
 // Barrier returns when every rank has called it.
 func (c *Comm) Barrier(ctx context.Context) error {
 	mine := wire.Call{Kind: uint8(KindBarrier)}
-	_, err := c.collective(ctx, mine, "", nil, func([][]byte) ([]byte, [][]byte, error) { return nil, nil, nil })
+	_, err := c.collectiveWith(ctx, mine, "", func(cc *collCall) ([]byte, error) {
+		return nil, cc.dissemination()
+	})
 	return err
 }
 
@@ -385,9 +404,14 @@ func (c *Comm) Barrier(ctx context.Context) error {
 func (c *Comm) Reduce(ctx context.Context, root int, typ Type, op Op, data []byte) ([]byte, error) {
 	mine := wire.Call{Kind: uint8(KindReduce), Type: uint8(typ), Op: uint8(op), Root: rootField(root), Length: uint32(len(data))}
 	argErr := firstOf(c.checkRoot(root), checkReduction("reduce", typ, op, len(data)), checkData("reduce", len(data)))
-	res, err := c.collective(ctx, mine, argErr, data, func(contrib [][]byte) ([]byte, [][]byte, error) {
-		out, err := reduceAll(typ, op, contrib)
-		return out, nil, err
+	res, err := c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
+		if c.pipelined(len(data)) {
+			return cc.reduceChain(typ, op, root, data)
+		}
+		return cc.star(data, func(contrib [][]byte) ([]byte, [][]byte, error) {
+			out, err := reduceAll(typ, op, contrib)
+			return out, nil, err
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -398,21 +422,26 @@ func (c *Comm) Reduce(ctx context.Context, root int, typ Type, op Op, data []byt
 	return res, nil
 }
 
-// Allreduce is Reduce to rank 0 followed by a broadcast of the result: every
-// rank returns the same new bytes.
+// Allreduce is Reduce whose result every rank returns: the same new bytes
+// on every rank, folded in rank order.
 func (c *Comm) Allreduce(ctx context.Context, typ Type, op Op, data []byte) ([]byte, error) {
 	mine := wire.Call{Kind: uint8(KindAllreduce), Type: uint8(typ), Op: uint8(op), Root: 0, Length: uint32(len(data))}
 	argErr := firstOf(checkReduction("allreduce", typ, op, len(data)), checkData("allreduce", len(data)))
-	return c.collective(ctx, mine, argErr, data, func(contrib [][]byte) ([]byte, [][]byte, error) {
-		out, err := reduceAll(typ, op, contrib)
-		if err != nil {
-			return nil, nil, err
+	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
+		if c.pipelined(len(data)) {
+			return cc.allreduceChain(typ, op, data)
 		}
-		all := make([][]byte, c.size)
-		for i := range all {
-			all[i] = out
-		}
-		return out, all, nil
+		return cc.star(data, func(contrib [][]byte) ([]byte, [][]byte, error) {
+			out, err := reduceAll(typ, op, contrib)
+			if err != nil {
+				return nil, nil, err
+			}
+			all := make([][]byte, c.size)
+			for i := range all {
+				all[i] = out
+			}
+			return out, all, nil
+		})
 	})
 }
 
@@ -423,14 +452,44 @@ func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error)
 	argErr := c.checkRoot(root)
 	if argErr == "" && c.rank == root {
 		argErr = checkData("bcast", len(data))
+		mine.Length = uint32(len(data)) // the announcement tells the others
 	}
-	return c.collective(ctx, mine, argErr, nil, func([][]byte) ([]byte, [][]byte, error) {
-		own := append([]byte{}, data...)
-		all := make([][]byte, c.size)
-		for i := range all {
-			all[i] = data
+	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
+		star := func() ([]byte, error) {
+			return cc.star(nil, func([][]byte) ([]byte, [][]byte, error) {
+				own := append([]byte{}, data...)
+				all := make([][]byte, c.size)
+				for i := range all {
+					all[i] = data
+				}
+				return own, all, nil
+			})
 		}
-		return own, all, nil
+		switch {
+		case c.size == 1:
+			return star()
+		case c.rank == root && c.pipelined(len(data)):
+			return cc.bcastChainRoot(data)
+		case c.rank == root:
+			return star()
+		}
+		// Off the root the length is unknown until the root's
+		// announcement, which says which schedule follows.
+		if err := cc.send(root, 0, nil); err != nil {
+			return nil, err
+		}
+		f, err := cc.takeChunk(root, false, 0)
+		if err != nil {
+			return nil, err
+		}
+		if n := int(f.call.Length); c.pipelined(n) {
+			return cc.bcastChainFollow(root, n)
+		}
+		f, err = cc.takeChunk(root, true, int(f.call.Length))
+		if err != nil {
+			return nil, err
+		}
+		return f.data, nil
 	})
 }
 
@@ -444,11 +503,7 @@ func (c *Comm) Gather(ctx context.Context, root int, data []byte) ([]byte, error
 		if err := sameLengths("gather", contrib); err != nil {
 			return nil, nil, err
 		}
-		out := make([]byte, 0, len(data)*c.size)
-		for _, d := range contrib {
-			out = append(out, d...)
-		}
-		return out, nil, nil
+		return concat(contrib), nil, nil
 	})
 	if err != nil {
 		return nil, err
@@ -457,6 +512,18 @@ func (c *Comm) Gather(ctx context.Context, root int, data []byte) ([]byte, error
 		return []byte{}, nil
 	}
 	return res, nil
+}
+
+func concat(parts [][]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
 }
 
 // Scatter cuts root's data into Size() equal blocks and returns block i on
@@ -478,6 +545,71 @@ func (c *Comm) Scatter(ctx context.Context, root int, data []byte) ([]byte, erro
 			out[i] = data[i*n : (i+1)*n]
 		}
 		return append([]byte{}, out[c.rank]...), out, nil
+	})
+}
+
+// Allgather returns on every rank the contributions of every rank
+// concatenated in rank order (new bytes). All contributions must have the
+// same length (else H1613); data over MaxCollective bytes is H1618.
+func (c *Comm) Allgather(ctx context.Context, data []byte) ([]byte, error) {
+	mine := wire.Call{Kind: uint8(KindAllgather), Length: uint32(len(data))}
+	argErr := checkData("allgather", len(data))
+	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
+		if c.pipelined(len(data)) {
+			return cc.allgatherRing(data)
+		}
+		return cc.star(data, func(contrib [][]byte) ([]byte, [][]byte, error) {
+			out := concat(contrib)
+			all := make([][]byte, c.size)
+			for i := range all {
+				all[i] = out
+			}
+			return append([]byte{}, out...), all, nil
+		})
+	})
+}
+
+// Alltoall cuts data into Size() equal blocks and sends block j to rank j;
+// it returns the blocks received, in rank order (new bytes). Data that is
+// no whole number of blocks, or over MaxCollective bytes, is H1618; ranks
+// giving different lengths are H1613.
+func (c *Comm) Alltoall(ctx context.Context, data []byte) ([]byte, error) {
+	mine := wire.Call{Kind: uint8(KindAlltoall), Length: uint32(len(data))}
+	argErr := checkData("alltoall", len(data))
+	if argErr == "" && len(data)%c.size != 0 {
+		argErr = fmt.Sprintf("alltoall: %d bytes are no whole number of %d blocks", len(data), c.size)
+	}
+	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
+		return cc.pairwise(data)
+	})
+}
+
+// ReduceScatter reduces data over every rank element by element with op,
+// in rank order, as Allreduce does, and returns on rank i block i of the
+// result, data being Size() equal blocks of whole elements (else H1618,
+// as the other reduction checks).
+func (c *Comm) ReduceScatter(ctx context.Context, typ Type, op Op, data []byte) ([]byte, error) {
+	mine := wire.Call{Kind: uint8(KindReduceScatter), Type: uint8(typ), Op: uint8(op), Length: uint32(len(data))}
+	argErr := firstOf(checkReduction("reduce_scatter", typ, op, len(data)), checkData("reduce_scatter", len(data)))
+	if argErr == "" && (len(data)%c.size != 0 || (len(data)/c.size)%typ.Size() != 0) {
+		argErr = fmt.Sprintf("reduce_scatter: %d bytes are no %d equal blocks of whole %s elements", len(data), c.size, typ)
+	}
+	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
+		if c.pipelined(len(data)) {
+			return cc.reduceScatterChain(typ, op, data)
+		}
+		b := len(data) / c.size
+		return cc.star(data, func(contrib [][]byte) ([]byte, [][]byte, error) {
+			out, err := reduceAll(typ, op, contrib)
+			if err != nil {
+				return nil, nil, err
+			}
+			blocks := make([][]byte, c.size)
+			for i := range blocks {
+				blocks[i] = out[i*b : (i+1)*b]
+			}
+			return append([]byte{}, blocks[c.rank]...), blocks, nil
+		})
 	})
 }
 
