@@ -324,22 +324,23 @@ func (c *Comm) sendFile(dest int, tag uint32, ok bool, parts ...[]byte) ([]*outF
 
 // recvChunks receives the n bytes a transfer announced, chunk by chunk;
 // each goes to sink as it arrives, so nothing is allocated for bytes that
-// have not come. An empty chunk or one past n contradicts the transfer.
-func (c *Comm) recvChunks(ctx context.Context, src int, tag uint32, n uint64, sink func([]byte) error) error {
+// have not come. bad is what contradicts the transfer (an empty chunk, one
+// past n, or what sink refuses); err is the end of the job or of ctx.
+func (c *Comm) recvChunks(ctx context.Context, src int, tag uint32, n uint64, sink func([]byte) error) (bad, err error) {
 	for got := uint64(0); got < n; {
 		chunk, err := c.sysRecv(ctx, src, tag)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(chunk) == 0 || uint64(len(chunk)) > n-got {
-			return fmt.Errorf("a chunk of %d bytes with %d of the announced %d to come", len(chunk), n-got, n)
+			return fmt.Errorf("a chunk of %d bytes with %d of the announced %d to come", len(chunk), n-got, n), nil
 		}
 		got += uint64(len(chunk))
-		if err := sink(chunk); err != nil {
-			return err
+		if bad := sink(chunk); bad != nil {
+			return bad, nil
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // checkBuddyHeader checks the header of a buddy copy being received at
@@ -383,7 +384,7 @@ func (c *Comm) recvBuddy(ctx context.Context, st *ckptStore, e uint64, prev int)
 		storeErr = storageErr(cerr, "checkpoint of epoch %d: cannot write %s", e, buddyName(prev))
 	}
 	first := make([]byte, 0, ckptHeaderLen)
-	rerr := c.recvChunks(ctx, prev, tagFile, n, func(chunk []byte) error {
+	bad, rerr := c.recvChunks(ctx, prev, tagFile, n, func(chunk []byte) error {
 		if len(first) < ckptHeaderLen {
 			k := min(ckptHeaderLen-len(first), len(chunk))
 			first = append(first, chunk[:k]...)
@@ -398,14 +399,14 @@ func (c *Comm) recvBuddy(ctx context.Context, st *ckptStore, e uint64, prev int)
 		}
 		return nil
 	})
-	if rerr != nil {
+	if bad != nil || rerr != nil {
 		if t != nil {
 			t.abort()
 		}
-		if codes.Of(rerr) != 0 || errors.Is(rerr, ctx.Err()) {
-			return hdr, false, nil, rerr // the job ended, or ctx
+		if bad != nil {
+			rerr = c.violation(prev, "%s: %v", what, bad)
 		}
-		return hdr, false, nil, c.violation(prev, "%s: %v", what, rerr)
+		return hdr, false, nil, rerr
 	}
 	hdr, _ = decodeFileHeader(first)
 	if t == nil {
@@ -430,15 +431,15 @@ func (c *Comm) recvFetch(ctx context.Context, src int, what string) ([]byte, err
 		return nil, c.violation(src, "%s: %v", what, lerr)
 	}
 	var chunks [][]byte
-	rerr := c.recvChunks(ctx, src, tagFetch, n, func(chunk []byte) error {
+	bad, rerr := c.recvChunks(ctx, src, tagFetch, n, func(chunk []byte) error {
 		chunks = append(chunks, chunk)
 		return nil
 	})
+	if bad != nil {
+		return nil, c.violation(src, "%s: %v", what, bad)
+	}
 	if rerr != nil {
-		if codes.Of(rerr) != 0 || errors.Is(rerr, ctx.Err()) {
-			return nil, rerr
-		}
-		return nil, c.violation(src, "%s: %v", what, rerr)
+		return nil, rerr
 	}
 	if len(chunks) == 1 {
 		return chunks[0], nil
@@ -865,7 +866,7 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 		return nil, false, c.violation(0, "resume: the verdict of rank 0 on the epoch: %v", verr)
 	}
 	if v.Flags&offerStorage != 0 {
-		if stErr != nil && int(v.Bad) == c.rank {
+		if stErr != nil {
 			return nil, false, stErr
 		}
 		return nil, false, &codes.Error{Code: codes.CheckpointStorage, Rank: int(v.Bad), Msg: fmt.Sprintf("resume: rank %d cannot use its checkpoint directory", v.Bad)}
