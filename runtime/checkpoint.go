@@ -196,22 +196,33 @@ func encodeCommit(job string, epoch uint64, sums [][32]byte, key *pki.PrivateKey
 
 // decodeCommit checks a COMMIT's structure and signature.
 func decodeCommit(b []byte, pub *pki.PublicKey) (*commit, error) {
+	c, body, err := parseCommit(b)
+	if err != nil {
+		return nil, err
+	}
+	if !pub.Verify(pki.DomainCommit, b[:body], b[body:]) {
+		return nil, errors.New("COMMIT signature does not verify")
+	}
+	return c, nil
+}
+
+// parseCommit checks a COMMIT's structure (length first, then magic,
+// version, reserved bytes) and returns it and the length of its signed
+// body; it does not check the signature.
+func parseCommit(b []byte) (*commit, int, error) {
 	if len(b) < 56+pki.SignatureSize || string(b[:4]) != commitMagic {
-		return nil, errors.New("not a COMMIT")
+		return nil, 0, errors.New("not a COMMIT")
 	}
 	if b[4] != ckptVersion {
-		return nil, fmt.Errorf("COMMIT version %d, want %d", b[4], ckptVersion)
+		return nil, 0, fmt.Errorf("COMMIT version %d, want %d", b[4], ckptVersion)
 	}
 	if b[5] != 0 || b[6] != 0 || b[7] != 0 || binary.BigEndian.Uint32(b[52:]) != 0 {
-		return nil, errors.New("COMMIT reserved bytes are not zero")
+		return nil, 0, errors.New("COMMIT reserved bytes are not zero")
 	}
 	size := binary.BigEndian.Uint32(b[48:])
 	body := 56 + 32*int(size)
 	if size == 0 || size > MaxSize || len(b) != body+pki.SignatureSize {
-		return nil, fmt.Errorf("COMMIT of %d bytes does not hold %d hashes and a signature", len(b), size)
-	}
-	if !pub.Verify(pki.DomainCommit, b[:body], b[body:]) {
-		return nil, errors.New("COMMIT signature does not verify")
+		return nil, 0, fmt.Errorf("COMMIT of %d bytes does not hold %d hashes and a signature", len(b), size)
 	}
 	c := &commit{Job: string(b[8:40]), Epoch: binary.BigEndian.Uint64(b[40:]), Size: size, raw: b}
 	for i := 0; i < int(size); i++ {
@@ -219,7 +230,7 @@ func decodeCommit(b []byte, pub *pki.PublicKey) (*commit, error) {
 		copy(s[:], b[56+32*i:])
 		c.Sums = append(c.Sums, s)
 	}
-	return c, nil
+	return c, body, nil
 }
 
 func ownName(rank int) string   { return fmt.Sprintf("rank-%d.ckpt", rank) }
