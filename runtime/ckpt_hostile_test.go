@@ -491,3 +491,63 @@ func TestCheckpointSymlinks(t *testing.T) {
 	states, oks, errs := resumeAll(ctx, cj.start(ctx))
 	wantStates(t, "after the links", states, oks, errs, 1)
 }
+
+// TestHostileResumeVerdicts: a hostile rank 0 leads a resume of epoch 2
+// (rank 1 is the COMMIT's source) and sends a files table or a restore
+// verdict that is not what it got; the honest ranks 1 and 2 end the job.
+// (A verdict that changes only another rank's entry cannot be seen by a
+// rank; the rank whose entry it is sees it.)
+func TestHostileResumeVerdicts(t *testing.T) {
+	offer := ckResult(1, ckKindOffer, 0, append(append(ckU64(2), 0, 0, 0, 1), 1, 0, 0, 0, 0)) // epoch 2 from rank 1
+	cases := []struct {
+		name       string
+		rank2Fetch bool // rank 2's own file is gone: it fetches from rank 0
+		frames     func(h *hostile, rank2File []byte) []rawFrame
+	}{
+		{"files table with a status 9", false, func(*hostile, []byte) []rawFrame {
+			return []rawFrame{ckResult(3, ckKindStatus, 0, []byte{9, 0, 0, 0, 0, 0})}
+		}},
+		{"files table of 5 bytes", false, func(*hostile, []byte) []rawFrame {
+			return []rawFrame{ckResult(3, ckKindStatus, 0, []byte{0, 0, 0, 0, 0})}
+		}},
+		{"files table that says rank 1's file is absent", false, func(*hostile, []byte) []rawFrame {
+			return []rawFrame{ckResult(3, ckKindStatus, 0, []byte{0, 0, 1, 0, 0, 0})}
+		}},
+		{"restore verdict of 2 bytes", true, func(h *hostile, f []byte) []rawFrame {
+			h.write(2, ckTransfer(ckTagFetch, f)...)
+			return []rawFrame{ckResult(3, ckKindStatus, 0, []byte{0, 0, 0, 0, 1, 0}), ckResult(4, ckKindRestore, 0, []byte{0, 0})}
+		}},
+		{"restore verdict with a status 7", true, func(h *hostile, f []byte) []rawFrame {
+			h.write(2, ckTransfer(ckTagFetch, f)...)
+			return []rawFrame{ckResult(3, ckKindStatus, 0, []byte{0, 0, 0, 0, 1, 0}), ckResult(4, ckKindRestore, 0, []byte{0, 0, 7})}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			cj := newCkptJob(t, 3)
+			comms := cj.start(ctx)
+			checkpoints(t, ctx, comms, 1, 2)
+			for _, c := range comms {
+				c.Close()
+			}
+			rank2File, err := os.ReadFile(filepath.Join(cj.epochDir(0, 2), "rank-2.ckpt.buddy"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.rank2Fetch {
+				os.Remove(filepath.Join(cj.epochDir(2, 2), "rank-2.ckpt"))
+			}
+			cj.next()
+			comms = cj.start(ctx)
+			h := newHostile(t, comms[0])
+			h.write(1, offer, ckContrib(2, ckKindResumeCommit, 1, nil))
+			h.write(2, offer)
+			fs := tc.frames(h, rank2File)
+			h.write(1, fs...)
+			h.write(2, fs...)
+			_, _, errs := ckResumeAll(ctx, comms, 0)
+			ckWantViolation(t, tc.name, errs, 0)
+		})
+	}
+}
