@@ -514,18 +514,6 @@ func (c *Comm) Gather(ctx context.Context, root int, data []byte) ([]byte, error
 	return res, nil
 }
 
-func concat(parts [][]byte) []byte {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	out := make([]byte, 0, n)
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
 // Scatter cuts root's data into Size() equal blocks and returns block i on
 // rank i. Off the root, data is ignored. Root data that is no whole number
 // of blocks ends the job (H1613 on the root, H1612 elsewhere).

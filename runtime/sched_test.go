@@ -188,8 +188,14 @@ func TestScheduleRules(t *testing.T) {
 				name string
 				call func(c *runtime.Comm, data []byte) error
 			}{
-				{"allreduce", func(c *runtime.Comm, d []byte) error { _, err := c.Allreduce(ctx, runtime.Int64, runtime.Sum, d); return err }},
-				{"reduce", func(c *runtime.Comm, d []byte) error { _, err := c.Reduce(ctx, 2, runtime.Int64, runtime.Sum, d); return err }},
+				{"allreduce", func(c *runtime.Comm, d []byte) error {
+					_, err := c.Allreduce(ctx, runtime.Int64, runtime.Sum, d)
+					return err
+				}},
+				{"reduce", func(c *runtime.Comm, d []byte) error {
+					_, err := c.Reduce(ctx, 2, runtime.Int64, runtime.Sum, d)
+					return err
+				}},
 				{"reduce_scatter", func(c *runtime.Comm, d []byte) error {
 					_, err := c.ReduceScatter(ctx, runtime.Int64, runtime.Sum, d)
 					return err
