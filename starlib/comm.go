@@ -29,6 +29,15 @@ import (
 //	comm.use_checkpoints(dir=None)          dir relative to the working directory; None: --checkpoint-dir
 //	comm.checkpoint(state)                  state: bytes or string; returns when the COMMIT is stored
 //	comm.resume()                           -> bytes of the newest committed state, or None on a fresh start
+//	comm.recv_from(source, tag)             -> struct(source, tag, data); source comm.ANY_SOURCE, tag comm.ANY_TAG
+//	comm.probe(source, tag)                 -> struct(source, tag, length), waiting; comm.iprobe: the same or None
+//	comm.sendrecv(dest, sendtag, data, source, recvtag) -> bytes (a ring shift never deadlocks)
+//	comm.allgather(data)                    -> bytes: every rank's data in rank order
+//	comm.alltoall(data)                     -> bytes: block i of rank j's data is block j of rank i's result
+//	comm.reduce_scatter(type, op, data)     -> bytes: block rank of the reduction
+//
+// recv and start_recv take the wildcards too (MPI's MPI_ANY_SOURCE and
+// MPI_ANY_TAG, both -1); recv_from tells what came.
 //
 // A refusal is a Starlark error whose message starts with its code
 // ("H1616: send: rank 5 is outside the job (size 3)"); sperli.attempt turns
@@ -75,6 +84,14 @@ var commMethods = map[string]commMethod{
 	"use_checkpoints": commUseCheckpoints,
 	"checkpoint":      commCheckpoint,
 	"resume":          commResume,
+
+	"recv_from":      commRecvFrom,
+	"probe":          commProbe,
+	"iprobe":         commIprobe,
+	"sendrecv":       commSendrecv,
+	"allgather":      commAllgather,
+	"alltoall":       commAlltoall,
+	"reduce_scatter": commReduceScatter,
 }
 
 // Attr returns a field or a bound method.
@@ -88,6 +105,10 @@ func (c *Comm) Attr(name string) (starlark.Value, error) {
 		return starlark.String(c.c.JobID()), nil
 	case "incarnation":
 		return starlark.MakeUint64(uint64(c.c.Incarnation())), nil
+	case "ANY_SOURCE":
+		return starlark.MakeInt(runtime.AnySource), nil
+	case "ANY_TAG":
+		return starlark.MakeInt(runtime.AnyTag), nil
 	}
 	m, ok := commMethods[name]
 	if !ok {
@@ -100,7 +121,7 @@ func (c *Comm) Attr(name string) (starlark.Value, error) {
 
 // AttrNames lists the fields and methods.
 func (c *Comm) AttrNames() []string {
-	names := []string{"rank", "size", "job", "incarnation"}
+	names := []string{"rank", "size", "job", "incarnation", "ANY_SOURCE", "ANY_TAG"}
 	for n := range commMethods {
 		names = append(names, n)
 	}
@@ -251,38 +272,40 @@ func commBarrier(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []sta
 	return starlark.None, c.c.Barrier(c.ctx)
 }
 
-func bytesResult(out []byte, err error) (starlark.Value, error) {
+// result is a collective's result as a Starlark value, without a copy (as
+// received): the call returns new bytes that nothing writes to again.
+func (c *Comm) result(out []byte, err error) (starlark.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	return starlark.Bytes(out), nil
+	return c.received(out), nil
 }
 
 func commBcast(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var root int
-	var d data
+	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "root", &root, "data?", &d); err != nil {
 		return nil, err
 	}
-	return bytesResult(c.c.Bcast(c.ctx, root, d))
+	return c.result(c.c.Bcast(c.ctx, root, d))
 }
 
 func commGather(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var root int
-	var d data
+	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "root", &root, "data", &d); err != nil {
 		return nil, err
 	}
-	return bytesResult(c.c.Gather(c.ctx, root, d))
+	return c.result(c.c.Gather(c.ctx, root, d))
 }
 
 func commScatter(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var root int
-	var d data
+	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "root", &root, "data?", &d); err != nil {
 		return nil, err
 	}
-	return bytesResult(c.c.Scatter(c.ctx, root, d))
+	return c.result(c.c.Scatter(c.ctx, root, d))
 }
 
 // typeOp reads a type and a reduction name. An unknown name is still a
@@ -303,24 +326,24 @@ func typeOp(typ, op string) (runtime.Type, runtime.Op) {
 func commReduce(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var root int
 	var typ, op string
-	var d data
+	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "root", &root, "type", &typ, "op", &op, "data", &d); err != nil {
 		return nil, err
 	}
 	t, o := typeOp(typ, op)
 	out, err := c.c.Reduce(c.ctx, root, t, o, d)
-	return bytesResult(out, namedErr(err, typ, op))
+	return c.result(out, namedErr(err, typ, op))
 }
 
 func commAllreduce(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var typ, op string
-	var d data
+	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "type", &typ, "op", &op, "data", &d); err != nil {
 		return nil, err
 	}
 	t, o := typeOp(typ, op)
 	out, err := c.c.Allreduce(c.ctx, t, o, d)
-	return bytesResult(out, namedErr(err, typ, op))
+	return c.result(out, namedErr(err, typ, op))
 }
 
 // namedErr puts the names the program used into an H1618 for an unknown

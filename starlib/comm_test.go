@@ -93,6 +93,7 @@ func TestJobPrograms(t *testing.T) {
 		{"testdata/jobs/p2p.star", 3},
 		{"testdata/jobs/collectives.star", 3},
 		{"testdata/jobs/finish.star", 2},
+		{"testdata/jobs/calls.star", 4},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			errs, _ := runJob(t, tc.file, tc.n)

@@ -1,0 +1,99 @@
+package starlib
+
+import (
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+
+	"sperli/runtime"
+)
+
+// The calls of SPEC §8.1 beyond the first six collectives: receives that
+// tell what they got, probes, sendrecv, allgather, alltoall and
+// reduce_scatter.
+
+func envelope(env runtime.Envelope, last string, v starlark.Value) *starlarkstruct.Struct {
+	return starlarkstruct.FromStringDict(starlarkstruct.Default, starlark.StringDict{
+		"source": starlark.MakeInt(env.Source),
+		"tag":    starlark.MakeInt(env.Tag),
+		last:     v,
+	})
+}
+
+func commRecvFrom(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var src, tag int
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "source", &src, "tag", &tag); err != nil {
+		return nil, err
+	}
+	msg, env, err := c.c.RecvFrom(c.ctx, src, tag)
+	if err != nil {
+		return nil, err
+	}
+	return envelope(env, "data", c.received(msg)), nil
+}
+
+func commProbe(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var src, tag int
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "source", &src, "tag", &tag); err != nil {
+		return nil, err
+	}
+	env, err := c.c.Probe(c.ctx, src, tag)
+	if err != nil {
+		return nil, err
+	}
+	return envelope(env, "length", starlark.MakeInt(env.Length)), nil
+}
+
+func commIprobe(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var src, tag int
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "source", &src, "tag", &tag); err != nil {
+		return nil, err
+	}
+	env, ok, err := c.c.Iprobe(src, tag)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return starlark.None, nil
+	}
+	return envelope(env, "length", starlark.MakeInt(env.Length)), nil
+}
+
+func commSendrecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dest, sendtag, src, recvtag int
+	var d sendData
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dest", &dest, "sendtag", &sendtag, "data", &d, "source", &src, "recvtag", &recvtag); err != nil {
+		return nil, err
+	}
+	msg, _, err := c.c.Sendrecv(c.ctx, dest, sendtag, d, src, recvtag)
+	if err != nil {
+		return nil, err
+	}
+	return c.received(msg), nil
+}
+
+func commAllgather(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var d sendData
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "data", &d); err != nil {
+		return nil, err
+	}
+	return c.result(c.c.Allgather(c.ctx, d))
+}
+
+func commAlltoall(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var d sendData
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "data", &d); err != nil {
+		return nil, err
+	}
+	return c.result(c.c.Alltoall(c.ctx, d))
+}
+
+func commReduceScatter(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var typ, op string
+	var d sendData
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "type", &typ, "op", &op, "data", &d); err != nil {
+		return nil, err
+	}
+	t, o := typeOp(typ, op)
+	out, err := c.c.ReduceScatter(c.ctx, t, o, d)
+	return c.result(out, namedErr(err, typ, op))
+}
