@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,7 +88,14 @@ type Job struct {
 // the rest of r stays the control channel, which it records in Job.Control.
 // A missing, overlong or malformed line is H1615; a host table naming a
 // refused host is H1614.
+//
+// Under Slurm (PMI_FD set) with no description on r, when r is the
+// process's standard input, ReadJob makes the description through PMI
+// instead (FromPMI, PMIWanted; SPEC §17).
 func ReadJob(r io.Reader) (*Job, error) {
+	if f, ok := r.(*os.File); ok && f == os.Stdin && PMIWanted(f) {
+		return FromPMI(context.Background())
+	}
 	line, rest, err := readLine(r)
 	if err != nil {
 		return nil, err
