@@ -5,7 +5,7 @@ BIN      := bin
 SPERLI   := $(BIN)/sperli
 FUZZTIME ?= 10s
 
-.PHONY: all build run test test-hosts race fuzz golden bench verify clean
+.PHONY: all build run test test-hosts test-slurm race fuzz golden bench verify clean
 
 all: build
 
@@ -26,6 +26,13 @@ test:
 test-hosts:
 	$(GO) vet -tags hosts ./tests/hosts/
 	$(GO) test -tags hosts -count=1 -timeout 10m ./tests/hosts/
+
+# Ranks under a real Slurm cluster (slurmctld, three slurmd in network
+# namespaces, munged; docs/hosts.md). They need root, slurm-wlm, munge,
+# iproute2 and util-linux; without them they fail and say why.
+test-slurm:
+	$(GO) vet -tags slurm ./tests/slurm/
+	$(GO) test -tags slurm -count=1 -timeout 10m ./tests/slurm/
 
 race:
 	$(GO) test -race ./runtime/ ./starlib/

@@ -98,6 +98,9 @@ func ReadJob(r io.Reader) (*Job, error) {
 	}
 	line, rest, err := readLine(r)
 	if err != nil {
+		if e := codes.As(err); e != nil && os.Getenv("SLURM_STEP_ID") != "" && os.Getenv("PMI_FD") == "" {
+			e.Msg += ", and srun gave no PMI_FD: start the ranks with srun --mpi=pmi2, or give each its description (sperli job make)"
+		}
 		return nil, err
 	}
 	j, err := ParseJob(line)
