@@ -69,3 +69,15 @@ func BenchmarkSrunSumJobMake(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSrunHostname: srun's own cost of a step of 6 tasks on the same
+// nodes, for comparison.
+func BenchmarkSrunHostname(b *testing.B) {
+	dir := b.TempDir()
+	for i := 0; i < b.N; i++ {
+		out, err := cl.command(context.Background(), dir, baseEnv, append([]string{"srun"}, args("hostname")...)...).Output()
+		if err != nil || strings.Count(string(out), "\n") != 6 {
+			b.Fatalf("srun hostname: %v: %q", err, out)
+		}
+	}
+}
