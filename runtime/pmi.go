@@ -300,11 +300,11 @@ func (p *pmiClient) certifyAll(size int, refusedEnv string) ([]byte, error) {
 		hosts[r] = Host{Host: slots[r].Host, Port: slots[r].Port}
 	}
 	refuse := func(err error) ([]byte, error) {
-		c := codes.JobMalformed
+		c, msg := codes.JobMalformed, err.Error()
 		if e := codes.As(err); e != nil {
-			c = e.Code
+			c, msg = e.Code, e.Msg
 		}
-		if perr := p.putRecord(pmiKeyErr, pmiRefusal{Code: c.String(), Msg: err.Error()}); perr != nil {
+		if perr := p.putRecord(pmiKeyErr, pmiRefusal{Code: c.String(), Msg: msg}); perr != nil {
 			return nil, perr
 		}
 		// The others learn it after the second barrier.

@@ -301,8 +301,8 @@ func TestPMIRefusedHost(t *testing.T) {
 		return PMIEnv{FD: f.fds[i], Rank: strconv.Itoa(i), Size: "2", LaunchIP: "127.0.0.1", Refused: "127.0.0.1"}
 	}, -1)
 	for i, r := range res {
-		if codes.Of(r.err) != codes.HostRefused || !strings.Contains(fmt.Sprint(r.err), "127.0.0.1") {
-			t.Errorf("slot %d: %v, want H1614 naming 127.0.0.1", i, r.err)
+		if codes.Of(r.err) != codes.HostRefused || !strings.HasPrefix(fmt.Sprint(r.err), "H1614: host 127.0.0.1 of rank 0 refused") {
+			t.Errorf("slot %d: %v, want H1614 naming 127.0.0.1 once", i, r.err)
 		}
 	}
 	for _, rec := range f.records() {
@@ -563,4 +563,67 @@ func withKVS(cmd, kvs map[string]string, f *fakePMI) map[string]string {
 	}
 	f.mu.Unlock()
 	return out
+}
+
+// FuzzPMIAnswer: any answer line either is refused with H1615 or splits
+// into fields that write back to an equivalent line.
+func FuzzPMIAnswer(f *testing.F) {
+	for _, s := range []string{
+		"cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0",
+		"cmd=get_result rc=0 value=eyJhIjoxfQ",
+		"cmd=get_result rc=1",
+		"cmd=barrier_out",
+		"hello world", "=", "cmd=", "cmd=a cmd=b", "a=b c=d",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		a, err := parsePMI(line)
+		if err != nil {
+			if codes.Of(err) != codes.JobMalformed {
+				t.Fatalf("parsePMI(%q) = %v, want H1615", line, err)
+			}
+			return
+		}
+		if a["cmd"] == "" || len(a) > 32 {
+			t.Fatalf("parsePMI(%q) = %v: no cmd, or more than 32 fields", line, a)
+		}
+		var b strings.Builder
+		for k, v := range a {
+			b.WriteString(k + "=" + v + " ")
+		}
+		again, err := parsePMI(b.String())
+		if err != nil || len(again) != len(a) {
+			t.Fatalf("parsePMI(%q) = %v, its fields written back give %v, %v", line, a, again, err)
+		}
+		for k, v := range a {
+			if again[k] != v {
+				t.Fatalf("field %s: %q, written back %q", k, v, again[k])
+			}
+		}
+	})
+}
+
+// FuzzReservedPort: any SLURM_STEP_RESV_PORTS and SLURM_LOCALID give a
+// port of 1 to 65535, 0 (none reserved, for an empty list) or H1615.
+func FuzzReservedPort(f *testing.F) {
+	f.Add("12000-12003", "2")
+	f.Add("12000,12005", "1")
+	f.Add("", "0")
+	f.Add("1-65535", "65534")
+	f.Fuzz(func(t *testing.T, list, local string) {
+		p, err := reservedPort(list, local)
+		switch {
+		case err != nil:
+			if codes.Of(err) != codes.JobMalformed {
+				t.Fatalf("reservedPort(%q, %q) = %v, want H1615", list, local, err)
+			}
+		case list == "":
+			if p != 0 {
+				t.Fatalf("reservedPort(%q, %q) = %d, want 0", list, local, p)
+			}
+		case p < 1 || p > 65535:
+			t.Fatalf("reservedPort(%q, %q) = %d, want 1 to 65535", list, local, p)
+		}
+	})
 }

@@ -334,7 +334,7 @@ func TestRefusedHost(t *testing.T) {
 	if r.Code == 0 || r.Stdout != "" {
 		t.Errorf("%v\nwant a failure and no output", r)
 	}
-	refusal := regexp.MustCompile(`(?m)^H1614: .*host ` + regexp.QuoteMeta(nodeAddr(2)) + ` of rank [23] refused`)
+	refusal := regexp.MustCompile(`(?m)^H1614: host ` + regexp.QuoteMeta(nodeAddr(2)) + ` of rank [23] refused`)
 	if n := len(refusal.FindAllString(r.Stderr, -1)); n != 6 {
 		t.Errorf("%d ranks refused the job naming %s, want 6:\n%s", n, nodeAddr(2), r.Stderr)
 	}
