@@ -421,7 +421,7 @@ func reservedPort(list, localID string) (int, error) {
 		}
 		n += b - a + 1
 	}
-	return 0, pmiErr("SLURM_STEP_RESV_PORTS is %q: %d ports for this node, but this task's SLURM_LOCALID is %d (reserve one port per task: srun --resv-ports)", list, n, idx)
+	return 0, pmiErr("SLURM_STEP_RESV_PORTS is %q: %d ports for this node, but this task's SLURM_LOCALID is %d (reserve one port per task: srun --resv-ports=N, N at least the tasks per node)", list, n, idx)
 }
 
 // pmiHost returns the name the other slots reach this one by: its address

@@ -93,11 +93,11 @@ func TestSumStarlark(t *testing.T) {
 	p.checkClean()
 }
 
-// TestSumGo: Go ranks (runtime.ReadJob falls back to PMI) on the ports
-// srun reserved.
+// TestSumGo: Go ranks (runtime.ReadJob falls back to PMI) on ports of
+// the kernel's choosing (--resv-ports=0: srun reserves none).
 func TestSumGo(t *testing.T) {
 	p := newPlace(t)
-	r := p.srun(args("--resv-ports", gosum)...)
+	r := p.srun(args("--resv-ports=0", gosum)...)
 	if r.Code != 0 || r.Stdout != golden+"\n" || r.Stderr != "" {
 		t.Errorf("%v\nwant exit status 0, stdout %q and nothing on stderr", r, golden)
 	}
@@ -270,15 +270,29 @@ func alive(pid int) bool { return processAlive(pid) }
 // TestTwoJobsThenScancel: two jobs of 6 ranks share the three nodes at
 // once (each node runs 4 ranks: no port collides, on free ports and on
 // the ports srun reserved); scancel of one ends its ranks on every node and
-// leaves the other's running; scancel of the other ends it too.
+// leaves the other's running; scancel of the other ends it too. With
+// MpiParams=ports=… srun reserves ports for a pmi2 step unless told
+// --resv-ports=0.
 func TestTwoJobsThenScancel(t *testing.T) {
 	p := newPlace(t)
 	base := filepath.Dir(p.work)
-	sa, pa := p.holdJob("sperli-a", filepath.Join(base, "a"))
-	sb, pb := p.holdJob("sperli-b", filepath.Join(base, "b"), "--resv-ports")
+	sa, pa := p.holdJob("sperli-a", filepath.Join(base, "a"), "--resv-ports=0")
+	sb, pb := p.holdJob("sperli-b", filepath.Join(base, "b"))
 	for r := range pa {
 		if nodeOf(pa[r]) != nodeOf(pb[r]) || nodeOf(pa[r]) == 0 {
 			t.Errorf("rank %d of the two jobs runs on nodes %d and %d, want one node", r, nodeOf(pa[r]), nodeOf(pb[r]))
+		}
+	}
+	// Job b listens at the ports srun reserved (MpiParams=ports=20000-20999),
+	// job a at ports of the kernel's choosing (its ephemeral range). A
+	// rank closes its listener once joined, so the port is seen on the
+	// connections it accepted: every rank but 0 accepted from rank 0.
+	for r := 1; r < len(pa); r++ {
+		if n := inRange(localPorts(pb[r]), 20000, 20999); n == 0 {
+			t.Errorf("rank %d of job b has no connection at a reserved port (local ports %v)", r, localPorts(pb[r]))
+		}
+		if n := inRange(localPorts(pa[r]), 20000, 20999); n != 0 {
+			t.Errorf("rank %d of job a has connections at reserved ports (local ports %v)", r, localPorts(pa[r]))
 		}
 	}
 	scancel(t, p, jobID(t, p, "sperli-a"))
@@ -316,7 +330,7 @@ func TestTwoJobsThenScancel(t *testing.T) {
 func TestTwoSumsAtOnce(t *testing.T) {
 	p := newPlace(t)
 	a := p.start(args(sperli, "rank", sum)...)
-	b := p.start(args("--resv-ports", gosum)...)
+	b := p.start(args("--resv-ports=0", gosum)...)
 	for name, s := range map[string]*testbin.Process{"a": a, "b": b} {
 		if r := s.Wait(t, timeout); r.Code != 0 || r.Stdout != golden+"\n" {
 			t.Errorf("job %s: %v\nwant exit status 0 and stdout %q", name, r, golden)
@@ -339,4 +353,43 @@ func TestRefusedHost(t *testing.T) {
 		t.Errorf("%d ranks refused the job naming %s, want 6:\n%s", n, nodeAddr(2), r.Stderr)
 	}
 	p.checkClean()
+}
+
+// localPorts returns the local ports of pid's established TCP
+// connections: its socket descriptors matched against its network
+// namespace's table.
+func localPorts(pid int) []int {
+	inodes := map[string]bool{}
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, e := range ents {
+		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()))
+		if ino, ok := strings.CutPrefix(l, "socket:["); err == nil && ok {
+			inodes[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	var ports []int
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) < 10 || f[3] != "01" || !inodes[f[9]] {
+				continue
+			}
+			_, hexPort, _ := strings.Cut(f[1], ":")
+			if p, err := strconv.ParseInt(hexPort, 16, 32); err == nil {
+				ports = append(ports, int(p))
+			}
+		}
+	}
+	return ports
+}
+
+func inRange(ports []int, lo, hi int) int {
+	n := 0
+	for _, p := range ports {
+		if p >= lo && p <= hi {
+			n++
+		}
+	}
+	return n
 }
