@@ -235,7 +235,7 @@ func newJob() *cobra.Command {
 	f.StringVar(&o.Out, "out", "", "directory to write the descriptions to")
 	f.BoolVar(&kube, "kubernetes", false, "write OUT/job.yaml: a headless Service, a Secret with the descriptions and an Indexed Job")
 	f.StringVar(&k.Image, "image", "", "with --kubernetes: the container image (sperli and PROGRAM inside)")
-	f.IntVar(&k.Spares, "spares", 0, "with --kubernetes: warm spares (pods N … N+S-1)")
+	f.IntVar(&k.Spares, "spares", 0, "with --kubernetes: warm spares, pods N … N+S-1 (refused until the runtime has spares, SPEC §10)")
 	f.StringVar(&k.Name, "name", "", "with --kubernetes: the Job's and Service's name (default sperli-<8 hex of the job id>)")
 	job.AddCommand(mk)
 	return job
