@@ -393,3 +393,24 @@ func inRange(ports []int, lo, hi int) int {
 	}
 	return n
 }
+
+// TestSbatch: docs/hosts.md's batch recipe — sbatch of a script whose
+// srun starts the ranks from the first node of the allocation — writes
+// the golden line to the job's output file.
+func TestSbatch(t *testing.T) {
+	p := newPlace(t)
+	dir := filepath.Dir(p.work)
+	out := filepath.Join(dir, "sum.out")
+	script := testbin.WriteFile(t, filepath.Join(dir, "sum.sh"), fmt.Sprintf(`#!/bin/sh
+#SBATCH --nodes=3 --ntasks-per-node=2
+srun --mpi=pmi2 -K %s rank %s
+`, sperli, sum), 0o755)
+	r := testbin.Start(t, cl.command(context.Background(), p.work, p.env, "sbatch", "--wait", "-o", out, script)).Wait(t, timeout)
+	if r.Code != 0 {
+		t.Errorf("sbatch --wait: %v", r)
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != golden+"\n" {
+		t.Errorf("the job's output is %q (%v), want %q", b, err, golden)
+	}
+	p.checkClean()
+}
