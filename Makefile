@@ -5,7 +5,7 @@ BIN      := bin
 SPERLI   := $(BIN)/sperli
 FUZZTIME ?= 10s
 
-.PHONY: all build run test test-hosts race fuzz golden bench verify clean
+.PHONY: all build run test test-hosts test-slurm race fuzz golden bench verify clean
 
 all: build
 
@@ -19,6 +19,7 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 20m ./...
+	cd tests/k8s && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # The ssh tests across four test hosts (network namespaces, each with sshd
 # on port 62222; docs/hosts.md). They need root, openssh-server and
@@ -26,6 +27,13 @@ test:
 test-hosts:
 	$(GO) vet -tags hosts ./tests/hosts/
 	$(GO) test -tags hosts -count=1 -timeout 10m ./tests/hosts/
+
+# Ranks under a real Slurm cluster (slurmctld, three slurmd in network
+# namespaces, munged; docs/hosts.md). They need root, slurm-wlm, munge,
+# iproute2 and util-linux; without them they fail and say why.
+test-slurm:
+	$(GO) vet -tags slurm ./tests/slurm/
+	$(GO) test -tags slurm -count=1 -timeout 10m ./tests/slurm/
 
 race:
 	$(GO) test -race ./runtime/ ./starlib/

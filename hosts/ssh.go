@@ -10,7 +10,10 @@ const SSHPort = 62222
 
 // BasePort is the first listening port of remote ranks, and of every rank of
 // "sperli job make": rank i listens at BasePort+i unless its line gives a port.
-const BasePort = 47000
+// 21400 … 21400+4095 (the largest job) lies below Linux's ephemeral range
+// (32768–60999), so no dialer's own port can take it, and clear of the
+// ports of well-known cluster services (docs/hosts.md).
+const BasePort = 21400
 
 // ShellQuote returns word quoted for a POSIX sh so that the shell reads it
 // back as exactly one word equal to word, for any byte string. The empty

@@ -142,35 +142,50 @@ func (ca *CA) Key() ed25519.PrivateKey { return ca.key }
 // after now or is after the CA's own end. The caller owns the returned
 // slices. On error both are nil.
 func (ca *CA) Issue(job string, rank int, host string, notAfter time.Time) (certDER []byte, key ed25519.PrivateKey, err error) {
-	if job != ca.job {
-		return nil, nil, codes.New(codes.JobMalformed, "certificate asked for job %q, want the ca's job %q", job, ca.job)
-	}
-	if rank < 0 || rank > math.MaxInt32 {
-		return nil, nil, codes.New(codes.OutOfRange, "certificate asked for rank %d, want 0 to %d", rank, math.MaxInt32)
-	}
-	ip, dns, err := parseHost(host)
-	if err != nil {
-		return nil, nil, err
-	}
-	now := ca.cfg.now()
-	if !notAfter.After(now) {
-		return nil, nil, codes.New(codes.OutOfRange, "certificate would end at %s, want a time after now (%s)", stamp(notAfter), stamp(now))
-	}
-	if notAfter.After(ca.Cert.NotAfter) {
-		return nil, nil, codes.New(codes.OutOfRange, "certificate would end at %s, want no later than its ca (%s)", stamp(notAfter), stamp(ca.Cert.NotAfter))
-	}
-	notBefore := now.Add(-clockSkew)
-	if notBefore.Before(ca.Cert.NotBefore) {
-		notBefore = ca.Cert.NotBefore
-	}
 	seed := make([]byte, ed25519.SeedSize)
 	if _, err := io.ReadFull(ca.cfg.rand(), seed); err != nil {
 		return nil, nil, codes.Wrap(codes.JobMalformed, err, "rank key: cannot read randomness: %v", err)
 	}
 	key = ed25519.NewKeyFromSeed(seed)
-	serial, err := newSerial(ca.cfg.rand())
+	certDER, err = ca.Certify(job, rank, host, key.Public().(ed25519.PublicKey), notAfter)
 	if err != nil {
 		return nil, nil, err
+	}
+	return certDER, key, nil
+}
+
+// Certify is Issue for a key the rank made itself: it returns a
+// certificate, as Issue describes, for the Ed25519 public key pub, whose
+// private half the CA never sees (SPEC §17: a slot started by Slurm keeps
+// its key in its process). A pub that is not 32 bytes is H1615.
+func (ca *CA) Certify(job string, rank int, host string, pub ed25519.PublicKey, notAfter time.Time) (certDER []byte, err error) {
+	if job != ca.job {
+		return nil, codes.New(codes.JobMalformed, "certificate asked for job %q, want the ca's job %q", job, ca.job)
+	}
+	if len(pub) != ed25519.PublicKeySize {
+		return nil, codes.New(codes.JobMalformed, "certificate asked for a public key of %d bytes, want %d", len(pub), ed25519.PublicKeySize)
+	}
+	if rank < 0 || rank > math.MaxInt32 {
+		return nil, codes.New(codes.OutOfRange, "certificate asked for rank %d, want 0 to %d", rank, math.MaxInt32)
+	}
+	ip, dns, err := parseHost(host)
+	if err != nil {
+		return nil, err
+	}
+	now := ca.cfg.now()
+	if !notAfter.After(now) {
+		return nil, codes.New(codes.OutOfRange, "certificate would end at %s, want a time after now (%s)", stamp(notAfter), stamp(now))
+	}
+	if notAfter.After(ca.Cert.NotAfter) {
+		return nil, codes.New(codes.OutOfRange, "certificate would end at %s, want no later than its ca (%s)", stamp(notAfter), stamp(ca.Cert.NotAfter))
+	}
+	notBefore := now.Add(-clockSkew)
+	if notBefore.Before(ca.Cert.NotBefore) {
+		notBefore = ca.Cert.NotBefore
+	}
+	serial, err := newSerial(ca.cfg.rand())
+	if err != nil {
+		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
@@ -187,11 +202,11 @@ func (ca *CA) Issue(job string, rank int, host string, notAfter time.Time) (cert
 	} else {
 		tmpl.DNSNames = []string{dns}
 	}
-	certDER, err = x509.CreateCertificate(ca.cfg.rand(), tmpl, ca.Cert, key.Public(), ca.key)
+	certDER, err = x509.CreateCertificate(ca.cfg.rand(), tmpl, ca.Cert, pub, ca.key)
 	if err != nil {
-		return nil, nil, codes.Wrap(codes.OutOfRange, err, "rank %d certificate cannot be made: %v", rank, err)
+		return nil, codes.Wrap(codes.OutOfRange, err, "rank %d certificate cannot be made: %v", rank, err)
 	}
-	return certDER, key, nil
+	return certDER, nil
 }
 
 // Pool parses the DER bytes of a job's CA certificate and returns a pool

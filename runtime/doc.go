@@ -26,6 +26,10 @@
 //		return runtime.Exit(c, err)
 //	}
 //
+// Started by srun --mpi=pmi2 with nothing on standard input, the same
+// ReadJob makes the description through PMI-1 with the other tasks of the
+// step (FromPMI, SPEC §17): the program does not change.
+//
 // Every refusal is a *codes.Error (runtime.Error) whose Code is one of
 // SPEC §13; errors.As finds it. A Comm is safe for concurrent use: point-to-
 // point calls may come from several goroutines; collectives are serialised

@@ -321,7 +321,7 @@ func (s *joinState) listener() (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		// No peer can reach this rank: the join cannot succeed (H1610).
-		return nil, codes.Wrap(codes.Unreachable, err, "rank %d cannot listen at %s: %v", j.Rank, addr, err)
+		return nil, listenFailed(j.Rank, addr, h.Port, err)
 	}
 	return ln, nil
 }

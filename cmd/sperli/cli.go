@@ -191,11 +191,30 @@ func runRank(prog string, args, modules []string) int {
 func newJob() *cobra.Command {
 	job := &cobra.Command{Use: "job", Short: "Job identities for ranks started by hand or by another launcher"}
 	var o launch.MakeOptions
+	var k launch.KubeOptions
+	var kube bool
 	mk := &cobra.Command{
-		Use:   "make -n N [--hosts FILE] [--checkpoint-dir DIR] [--expires D] --out DIR",
-		Short: "Write one job description per rank (rank-<i>.job, mode 0600)",
-		Args:  cobra.NoArgs,
+		Use:   "make -n N [--hosts FILE] [--checkpoint-dir DIR] [--expires D] --out DIR\n  sperli job make --kubernetes --image IMAGE -n N [--spares S] [--name NAME] --out DIR PROGRAM [-- ARGS...]",
+		Short: "Write one job description per rank (rank-<i>.job, mode 0600), or a Kubernetes job.yaml",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if kube {
+				if len(args) == 0 {
+					fmt.Fprintln(os.Stderr, "sperli: job make --kubernetes: PROGRAM is required (its path in the image)")
+					return &exitError{2}
+				}
+				k.Program, k.Args = args[0], args[1:]
+				path, err := launch.MakeKube(o, k)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "sperli: %v\n", err)
+					return &exitError{launch.ExitCode(err)}
+				}
+				fmt.Println(path)
+				return nil
+			}
+			if len(args) > 0 || k.Image != "" || k.Spares != 0 || k.Name != "" {
+				fmt.Fprintln(os.Stderr, "sperli: job make: PROGRAM, --image, --spares and --name go with --kubernetes")
+				return &exitError{2}
+			}
 			files, err := launch.MakeJob(o)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "sperli: %v\n", err)
@@ -215,6 +234,10 @@ func newJob() *cobra.Command {
 	f.IntVar(&o.SilenceMS, "silence", 0, "silence limit in ms (default 5000)")
 	f.DurationVar(&o.Expires, "expires", launch.DefaultExpires, "lifetime of the join tokens")
 	f.StringVar(&o.Out, "out", "", "directory to write the descriptions to")
+	f.BoolVar(&kube, "kubernetes", false, "write OUT/job.yaml: a headless Service, a Secret with the descriptions and an Indexed Job")
+	f.StringVar(&k.Image, "image", "", "with --kubernetes: the container image (sperli and PROGRAM inside)")
+	f.IntVar(&k.Spares, "spares", 0, "with --kubernetes: warm spares, pods N … N+S-1 (refused until the runtime has spares, SPEC §10)")
+	f.StringVar(&k.Name, "name", "", "with --kubernetes: the Job's and Service's name (default sperli-<8 hex of the job id>)")
 	job.AddCommand(mk)
 	return job
 }

@@ -6,9 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -25,16 +23,22 @@ import (
 )
 
 // The test hosts: network namespaces sperli-node1 … sperli-node4, each with
-// a veth pair whose other end is a port of the bridge sperli-br0 in the
-// root namespace. The bridge holds NET.1, host i holds NET.(10+i), where
-// NET is the first of the three documentation networks (RFC 5737) that
-// this machine does not use. Host 3 is also node3.sperli.test, through the
-// hosts file that every test host and the launcher see as /etc/hosts.
+// a veth pair whose other end is a port of the bridge sperli-br0 in the hub
+// namespace sperli-node-hub, where the launcher and the test's own ssh
+// clients run. The bridge holds NET.1, host i holds NET.(10+i), where NET
+// is the first of the three documentation networks (RFC 5737) that this
+// machine does not use. Nothing of the test network is in the machine's
+// own (root) namespace: no address, no route, no link (its package mirrors
+// may resolve to a documentation network, and a route there would cut the
+// machine off); testMain and every cluster check that. Host 3 is also
+// node3.sperli.test, through the hosts file that every test host and the
+// launcher see as /etc/hosts.
 const (
 	nHosts    = 4
 	nsPrefix  = "sperli-node" // + 1 … 4
+	hubNS     = nsPrefix + "-hub"
 	bridge    = "sperli-br0"
-	vethRoot  = "sperli-v" // + 1 … 4: the root namespace's end
+	vethRoot  = "sperli-v" // + 1 … 4: the hub's end
 	sshPort   = 62222
 	dnsHost   = 3 // the host that is also reached by name
 	dnsDomain = "sperli.test"
@@ -159,7 +163,14 @@ func newCluster(t *testing.T, o options) *cluster {
 		c.nodes = append(c.nodes, n)
 	}
 	c.writeFiles(t)
+	before, err := rootNet()
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.makeNet(t)
+	if err := rootNetSame(before); err != nil {
+		t.Fatalf("making the test hosts changed the root namespace: %v", err)
+	}
 	for _, n := range c.nodes {
 		c.startSSHD(t, n)
 	}
@@ -305,18 +316,24 @@ func ip(batch string, args ...string) error {
 	return nil
 }
 
-// makeNet makes the bridge, the namespaces and the veth pairs, and checks
-// that every test host is reached through the bridge and nothing else.
+// makeNet makes the hub namespace with the bridge, the namespaces of the
+// test hosts and the veth pairs between them, and checks that every test
+// host is reached from the hub through the bridge and nothing else.
 func (c *cluster) makeNet(t *testing.T) {
+	if err := ip("", "netns", "add", hubNS); err != nil {
+		t.Fatalf("making the hub namespace (are you root?): %v", err)
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "link add %s type bridge\naddr add %s.1/24 dev %s\nlink set %s up\n", bridge, c.net, bridge, bridge)
+	fmt.Fprintf(&b, "link set lo up\nlink add %s type bridge\naddr add %s.1/24 dev %s\nlink set %s up\n", bridge, c.net, bridge, bridge)
 	for _, n := range c.nodes {
-		fmt.Fprintf(&b, "netns add %s\n", n.ns)
+		if err := ip("", "netns", "add", n.ns); err != nil {
+			t.Fatal(err)
+		}
 		fmt.Fprintf(&b, "link add %s type veth peer name eth0 netns %s\n", vethName(n.i), n.ns)
 		fmt.Fprintf(&b, "link set %s master %s up\n", vethName(n.i), bridge)
 	}
-	if err := ip(b.String()); err != nil {
-		t.Fatalf("making the test network (are you root?): %v", err)
+	if err := ip(b.String(), "-n", hubNS); err != nil {
+		t.Fatalf("making the test network: %v", err)
 	}
 	for _, n := range c.nodes {
 		batch := fmt.Sprintf("link set lo up\naddr add %s/24 dev eth0\nlink set eth0 up\n", n.addr)
@@ -326,15 +343,61 @@ func (c *cluster) makeNet(t *testing.T) {
 	}
 	// Nothing for a test host may leave through another interface.
 	for _, n := range c.nodes {
-		out, err := exec.Command("ip", "-o", "route", "get", n.addr).Output()
+		out, err := exec.Command("ip", "-n", hubNS, "-o", "route", "get", n.addr).Output()
 		if err != nil || !strings.Contains(string(out), " dev "+bridge+" ") {
-			t.Fatalf("%s is not routed through %s: %s %v", n.addr, bridge, out, err)
+			t.Fatalf("%s is not routed through %s in %s: %s %v", n.addr, bridge, hubNS, out, err)
 		}
 		out, err = exec.Command("ip", "-n", n.ns, "route", "show", "default").Output()
 		if err != nil || len(bytes.TrimSpace(out)) != 0 {
 			t.Fatalf("%s has a default route %q (%v): want none", n.ns, out, err)
 		}
 	}
+}
+
+// rootNet returns the addresses, routes and links of the root network
+// namespace (the machine's own), each a line.
+func rootNet() ([]string, error) {
+	var all []string
+	for _, args := range [][]string{
+		{"-o", "addr", "show"},
+		{"-4", "-o", "route", "show", "table", "all"},
+		{"-6", "-o", "route", "show", "table", "all"},
+		{"-o", "link", "show"},
+	} {
+		out, err := exec.Command("ip", args...).Output()
+		if err != nil {
+			return nil, fmt.Errorf("ip %s: %v", strings.Join(args, " "), err)
+		}
+		for _, l := range lines(string(out)) {
+			if args[len(args)-2] == "link" {
+				// Only the name: counters and states change by themselves.
+				if f := strings.Fields(l); len(f) > 1 {
+					l = f[1]
+				}
+			}
+			all = append(all, strings.TrimSpace(l))
+		}
+	}
+	return all, nil
+}
+
+// rootNetSame returns an error naming every address, route or link of
+// the root namespace that is there now and was not in before.
+func rootNetSame(before []string) error {
+	now, err := rootNet()
+	if err != nil {
+		return err
+	}
+	var added []string
+	for _, l := range now {
+		if !slices.Contains(before, l) {
+			added = append(added, l)
+		}
+	}
+	if len(added) > 0 {
+		return fmt.Errorf("new in the root namespace:\n  %s", strings.Join(added, "\n  "))
+	}
+	return nil
 }
 
 // startSSHD starts n's sshd in its namespace, in a mount namespace of its
@@ -417,29 +480,20 @@ func listens(pid int, addr string, port int) bool {
 	return false
 }
 
-// probe checks that the root namespace and the test hosts reach one
-// another through the bridge: a connection to a port where nothing
-// listens is refused at once (dropped packets would time out instead).
+// probe checks that the hub and the test hosts reach one another through
+// the bridge: a connection to a port where nothing listens is refused at
+// once (dropped packets would time out instead).
 func (c *cluster) probe(t *testing.T) {
 	const closed = 1
-	for _, to := range c.nodes {
-		conn, err := net.DialTimeout("tcp", net.JoinHostPort(to.addr, strconv.Itoa(closed)), 5*time.Second)
-		if err == nil {
-			conn.Close()
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			t.Fatalf("the root namespace does not reach %s through %s: %v", to.addr, bridge, err)
-		}
-	}
-	for _, from := range []*node{c.node(1), c.node(nHosts)} {
+	for _, from := range []string{hubNS, c.node(1).ns, c.node(nHosts).ns} {
 		for _, to := range c.nodes {
-			if to == from {
+			if to.ns == from {
 				continue
 			}
 			script := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", to.addr, closed)
-			out, _ := exec.Command("ip", "netns", "exec", from.ns, "timeout", "5", "bash", "-c", script).CombinedOutput()
+			out, _ := exec.Command("ip", "netns", "exec", from, "timeout", "5", "bash", "-c", script).CombinedOutput()
 			if !strings.Contains(string(out), "Connection refused") {
-				t.Fatalf("%s does not reach %s through the bridge: %s", from.ns, to.addr, out)
+				t.Fatalf("%s does not reach %s through the bridge: %s", from, to.addr, out)
 			}
 		}
 	}

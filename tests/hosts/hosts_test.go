@@ -72,7 +72,7 @@ func TestSumThreeHosts(t *testing.T) {
 // TestGoRanksThreeHosts: an executable PROGRAM given by a relative path is
 // started on the remote hosts by its absolute path (a relative one would
 // resolve in the remote home), and gosum on 3 hosts prints the golden line.
-// Rank 1's line gives a port: it listens there, not at 47001.
+// Rank 1's line gives a port: it listens there, not at 21401.
 func TestGoRanksThreeHosts(t *testing.T) {
 	c := newCluster(t, options{})
 	j := c.newJob(t, c.host(1), c.host(2)+" 47100", c.host(3))

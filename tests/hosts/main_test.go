@@ -2,8 +2,9 @@
 
 // Package hosts tests the ssh path of SPEC §3 the way it is used: four test
 // hosts, each a network namespace with Debian's sshd on port 62222, joined
-// by a bridge; the real `sperli run --hosts` in the root namespace starts
-// its remote ranks as `ssh -p 62222 -o BatchMode=yes HOST WORD…`. The tests
+// by a bridge in a fifth, the hub; the real `sperli run --hosts` in the hub
+// starts its remote ranks as `ssh -p 62222 -o BatchMode=yes HOST WORD…`.
+// The machine's own network namespace gets no test address, route or link. The tests
 // need root, openssh-server and iproute2; they run as `make test-hosts`
 // (the build tag "hosts") and never as part of `make test`. Without root
 // or without network namespaces the suite fails with a message saying so:
@@ -99,6 +100,12 @@ func testMain(m *testing.M) int {
 	}
 	baseEnv = append(baseEnv, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
 
+	rootBefore, err := rootNet()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
 	code := m.Run()
 
 	// Nothing of the suite may be left: no namespace, bridge, veth, sshd
@@ -109,6 +116,10 @@ func testMain(m *testing.M) int {
 	}
 	if nss, links := ours(); len(nss)+len(links) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: left after the suite: namespaces %q, links %q\n", nss, links)
+		code = 1
+	}
+	if err := rootNetSame(rootBefore); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: the suite changed the root network namespace: %v\n", err)
 		code = 1
 	}
 	if left := leftSSHD(); len(left) > 0 {
@@ -187,11 +198,12 @@ var withEnv = testbin.WithEnv
 // proc is one started process: the launcher, or ssh started by the test.
 type proc = testbin.Process
 
-// inHostsNS returns argv run in a mount namespace of its own where
-// /etc/hosts is the cluster's, so that node3.sperli.test resolves as on the
-// test hosts. The shell and unshare exec: the process is argv[0] itself.
+// inHostsNS returns argv run in the hub network namespace, in a mount
+// namespace of its own where /etc/hosts is the cluster's, so that
+// node3.sperli.test resolves as on the test hosts. ip, the shell and
+// unshare exec: the process is argv[0] itself.
 func (c *cluster) inHostsNS(argv ...string) []string {
-	return append([]string{"unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+	return append([]string{"ip", "netns", "exec", hubNS, "unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
 		`mount --bind "$1" /etc/hosts || exit 120; shift; exec "$@"`, "sh", c.hostsFile}, argv...)
 }
 

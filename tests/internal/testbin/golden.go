@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sperli/hosts"
 )
 
 // Golden compares got with testdata/<name>.golden, or, with update (the
@@ -49,7 +51,7 @@ func WantLine(t testing.TB, out, line string) {
 }
 
 // RandomLoopback returns an address 127.X.Y.Z with X, Y, Z in 1..254, so
-// that the fixed ports of a job made by `sperli job make` (47000 + rank)
+// that the fixed ports of a job made by `sperli job make` (hosts.BasePort + rank)
 // do not collide with another test's. An address whose ports are taken
 // already (a listener on the wildcard address holds them on every
 // address) is passed over.
@@ -60,7 +62,7 @@ next:
 	for range 20 {
 		addr := fmt.Sprintf("127.%d.%d.%d", b(), b(), b())
 		for r := 0; r < ranks; r++ {
-			ln, err := net.Listen("tcp", net.JoinHostPort(addr, fmt.Sprint(47000+r)))
+			ln, err := net.Listen("tcp", net.JoinHostPort(addr, fmt.Sprint(hosts.BasePort+r)))
 			if err != nil {
 				continue next
 			}
@@ -68,7 +70,7 @@ next:
 		}
 		return addr
 	}
-	t.Fatalf("no loopback address with free ports 47000..%d found", 47000+ranks-1)
+	t.Fatalf("no loopback address with free ports %d..%d found", hosts.BasePort, hosts.BasePort+ranks-1)
 	return ""
 }
 
