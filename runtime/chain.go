@@ -183,14 +183,14 @@ func (cc *collCall) foldThenDeal(typ Type, op Op, data []byte, deal func(r int, 
 // the data down the chain root → root+1 → … (mod n) in chunks.
 func (cc *collCall) bcastChainRoot(data []byte) ([]byte, error) {
 	c := cc.c
-	for r := range c.peers {
+	for r := 0; r < c.size; r++ {
 		if r != c.rank {
 			if err := cc.send(r, 0, nil); err != nil {
 				return nil, err
 			}
 		}
 	}
-	for r := range c.peers {
+	for r := 0; r < c.size; r++ {
 		if r == c.rank {
 			continue
 		}

@@ -89,6 +89,9 @@ func (c *Comm) violation(rank int, format string, args ...any) error {
 // directory; "" takes the job's (the launcher's --checkpoint-dir). Files go
 // to DIR/<job>/<epoch>/. It is local to this rank and makes the directory.
 func (c *Comm) UseCheckpoints(dir string) error {
+	if err := c.subRefusal("use_checkpoints"); err != nil {
+		return err
+	}
 	if dir == "" {
 		dir = c.job.CheckpointDir
 	}
@@ -515,6 +518,9 @@ func beginOutcome(table []byte, e uint64, rank int, ownErr error) error {
 // state is not changed. A record or transfer of a peer that contradicts
 // the protocol ends the job (H1627).
 func (c *Comm) Checkpoint(ctx context.Context, state []byte) error {
+	if err := c.subRefusal("checkpoint"); err != nil {
+		return err
+	}
 	c.ckptMu.Lock()
 	defer c.ckptMu.Unlock()
 	c.mu.Lock()
@@ -840,6 +846,9 @@ func restoreOutcome(table []byte, epoch uint64, rank int, ownErr error) error {
 // copy, verified like the own file and written back. A record or transfer
 // of a peer that contradicts the protocol ends the job (H1627).
 func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
+	if err := c.subRefusal("resume"); err != nil {
+		return nil, false, err
+	}
 	c.ckptMu.Lock()
 	defer c.ckptMu.Unlock()
 	st, stErr := c.store()

@@ -69,7 +69,10 @@ type collState struct {
 	queues [][]collFrame       // frames by sender, in arrival order
 	voids  map[uint64]voidNote // by call: the first void heard for it
 	voided map[uint64]bool     // calls this rank returned H1618 for
-	notify chan struct{}
+	// endVoid is set once a call returned the H1618 the job ended with
+	// (endOfCallLocked): later calls get the job's end.
+	endVoid bool
+	notify  chan struct{}
 }
 
 func (s *collState) init(size int) {
@@ -86,11 +89,29 @@ func (s *collState) wake() {
 	}
 }
 
-// collArrive keeps a collective frame from p (reader goroutine).
+// collFrameIn routes a collective frame from p to its communicator (its
+// id is the frame's tag), keeping it for a communicator not made yet.
+func (c *Comm) collFrameIn(p *peer, h wire.Header, payload []byte) error {
+	c.mu.Lock()
+	to, ok := c.comms[h.Tag]
+	if !ok {
+		c.early[h.Tag] = append(c.early[h.Tag], earlyFrame{from: p.rank, h: h, payload: payload})
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	return to.collArrive(p, h, payload)
+}
+
+// collArrive keeps a collective frame of c from p (reader goroutine).
 func (c *Comm) collArrive(p *peer, h wire.Header, payload []byte) error {
 	call, data, err := wire.DecodeCall(payload)
 	if err != nil {
 		return err
+	}
+	from := c.rankOf(p.rank)
+	if from < 0 {
+		return violation(p.rank, "it sent a collective frame of communicator %d, which it is not in", c.ctxID)
 	}
 	c.mu.Lock()
 	if h.Flags&wire.FlagVoid != 0 {
@@ -99,15 +120,15 @@ func (c *Comm) collArrive(p *peer, h wire.Header, payload []byte) error {
 		switch {
 		case h.Seq <= c.coll.done && !c.coll.voided[h.Seq]:
 			c.mu.Unlock()
-			return &codes.Error{Code: codes.CollectiveMismatch, Rank: -1, Msg: fmt.Sprintf("collective mismatch: rank %d declared call %d void, which this rank completed", p.rank, h.Seq)}
+			return &codes.Error{Code: codes.CollectiveMismatch, Rank: -1, Msg: fmt.Sprintf("collective mismatch: rank %d declared call %d void, which this rank completed", from, h.Seq)}
 		case h.Seq <= c.coll.done || dup:
 			// Nothing more to learn from it: its credit goes back now.
 			c.consumedLocked(p, cost)
 		default:
-			c.coll.voids[h.Seq] = voidNote{from: p.rank, call: call, cost: cost}
+			c.coll.voids[h.Seq] = voidNote{from: from, call: call, cost: cost}
 		}
 	} else {
-		c.coll.queues[p.rank] = append(c.coll.queues[p.rank], collFrame{seq: h.Seq, flags: h.Flags, call: call, data: data, buf: payload, cost: frameCost(len(payload))})
+		c.coll.queues[from] = append(c.coll.queues[from], collFrame{seq: h.Seq, flags: h.Flags, call: call, data: data, buf: payload, cost: frameCost(len(payload))})
 	}
 	c.mu.Unlock()
 	c.coll.wake()
@@ -165,7 +186,7 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 			return collFrame{}, c.voidedBy(k, v.from)
 		}
 		if c.err != nil {
-			err := c.err
+			err := c.endOfCallLocked(k)
 			c.mu.Unlock()
 			return collFrame{}, err
 		}
@@ -176,7 +197,7 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 					c.mu.Unlock()
 					return collFrame{}, c.mismatch("collective mismatch: rank %d sent a frame of call %d, which this rank completed", r, seq)
 				}
-				c.consumedLocked(c.peers[r], q[0].cost)
+				c.consumedLocked(c.peerAt(r), q[0].cost)
 				q = q[1:]
 			}
 			c.coll.queues[r] = q
@@ -194,11 +215,11 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 		if q := c.coll.queues[from]; len(q) > 0 && q[0].seq == k {
 			f := q[0]
 			c.coll.queues[from] = q[1:]
-			c.consumedLocked(c.peers[from], f.cost)
+			c.consumedLocked(c.peerAt(from), f.cost)
 			c.mu.Unlock()
 			return f, nil
 		}
-		if p := c.peers[from]; p != nil && p.bye.Load() {
+		if p := c.peerAt(from); p != nil && p.bye.Load() {
 			c.mu.Unlock()
 			return collFrame{}, c.mismatch("collective mismatch in call %d: rank %d finished instead of calling %s", k, from, describe(kind, mine))
 		}
@@ -221,12 +242,31 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 	}
 }
 
+// endOfCallLocked is what call k returns once the job has ended. When a
+// rank ended the job with an H1618 its program did not catch, the call it
+// voided is H1618 here too — also when its void is still on the way, behind
+// the abort passed on by a third rank — so every rank returns H1618 from
+// that call (SPEC §8.3). Only that first call: later ones get the job's
+// end. Call with c.mu held.
+func (c *Comm) endOfCallLocked(k uint64) error {
+	ce := codes.As(c.err)
+	if ce == nil || ce.Code != codes.JobEnded || ce.Cause == nil || ce.Cause.Kind != codes.CauseFailed ||
+		ce.Cause.Code != codes.WrongCollective || c.coll.endVoid || c.Sub() {
+		return c.err
+	}
+	c.coll.endVoid = true
+	c.coll.voided[k] = true
+	return &codes.Error{Code: codes.WrongCollective, Rank: ce.Cause.Rank, Err: c.err,
+		Msg: fmt.Sprintf("call %d is void: rank %d called it wrongly (and ended the job with it)", k, ce.Cause.Rank)}
+}
+
 func (c *Comm) voidedBy(k uint64, from int) error {
 	c.mu.Lock()
 	c.coll.voided[k] = true
+	c.coll.endVoid = c.err != nil // the job's end was this void: later calls get the end
 	if v, ok := c.coll.voids[k]; ok {
 		delete(c.coll.voids, k)
-		c.consumedLocked(c.peers[v.from], v.cost)
+		c.consumedLocked(c.peerAt(v.from), v.cost)
 	}
 	c.mu.Unlock()
 	return &codes.Error{Code: codes.WrongCollective, Rank: from, Msg: fmt.Sprintf("call %d is void: rank %d called it wrongly", k, from)}
@@ -239,9 +279,9 @@ func (c *Comm) void(k uint64, mine wire.Call, why string) error {
 	c.coll.voided[k] = true
 	c.mu.Unlock()
 	payload := wire.AppendCall(nil, mine)
-	for _, p := range c.peers {
-		if p != nil {
-			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Collective, Flags: wire.FlagVoid, Seq: k, Length: uint32(len(payload))}, payload: payload, counted: true})
+	for r := 0; r < c.size; r++ {
+		if p := c.peerAt(r); p != nil {
+			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Collective, Flags: wire.FlagVoid, Tag: c.ctxID, Seq: k, Length: uint32(len(payload))}, payload: payload, counted: true})
 		}
 	}
 	return &codes.Error{Code: codes.WrongCollective, Rank: -1, Msg: why}
@@ -261,9 +301,9 @@ type collCall struct {
 // send queues one frame of the call to rank to. data is not copied.
 func (cc *collCall) send(to int, flags uint16, data []byte) error {
 	head := wire.AppendCall(make([]byte, 0, wire.CallSize), cc.mine)
-	f := &outFrame{h: wire.Header{Type: wire.Collective, Flags: flags, Seq: cc.k, Length: uint32(len(head) + len(data))}, head: head, payload: data, counted: true, done: make(chan struct{})}
+	f := &outFrame{h: wire.Header{Type: wire.Collective, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, head: head, payload: data, counted: true, done: make(chan struct{})}
 	cc.sent = append(cc.sent, f)
-	return cc.c.peers[to].enqueue(f)
+	return cc.c.peerAt(to).enqueue(f)
 }
 
 // take returns the next frame of the call from rank from (Comm.take).
@@ -309,6 +349,9 @@ func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string
 		// A void heard for this call before the job ended is still its
 		// outcome (take says why).
 		if _, heard := c.coll.voids[c.coll.seq+1]; !heard || c.finished {
+			if c.err != nil {
+				err = c.endOfCallLocked(c.coll.seq + 1)
+			}
 			c.mu.Unlock()
 			return nil, err
 		}

@@ -22,13 +22,31 @@ import (
 // order the goroutines reach them, so their order across ranks is the
 // caller's business).
 type Comm struct {
-	job  *Job
-	rank int
+	*core // the job's connections and state, shared by every communicator
+
+	rank int // this rank's number in this communicator
 	size int
+
+	// A communicator made by Split: its id (0 for the job's), and the
+	// job rank of each of its ranks (nil for the job's own).
+	ctxID   uint32
+	members []int
+	local   map[int]int // job rank → rank here, for members
+	subDone bool        // Finish was called on this sub-communicator; guarded by mu
+
+	coll  collState
+	collN int // collectives started in this incarnation
+}
+
+// core is what every communicator of one joined job shares: the
+// connections, the matcher, the job's end, the monitor.
+type core struct {
+	job  *Job
 	inc  uint32
 	spin time.Duration // the reads' spin limit (spin.go)
 
-	peers   []*peer // nil at this rank's own index
+	world   *Comm
+	peers   []*peer // by job rank; nil at this rank's own index
 	jobPub  *pki.PublicKey
 	jobPriv *pki.PrivateKey // rank 0 only
 
@@ -39,14 +57,20 @@ type Comm struct {
 	finished bool
 	dead     chan struct{} // closed when err is set
 
+	// Sub-communicators by id, and collective frames that came for an id
+	// this rank has not made yet (the first frames of a call on a new
+	// communicator may come before this rank's split returns). Both
+	// guarded by mu; the frames hold their credit until taken.
+	comms   map[uint32]*Comm
+	early   map[uint32][]earlyFrame
+	nextCtx uint32 // the lowest id this rank may give a new communicator
+
 	silenceMS atomic.Int64 // this rank's silence limit
 	closing   atomic.Bool  // Finish or Close under way: broken connections are expected
 
-	coll     collState
 	ckpt     ckptState
 	ckptMu   sync.Mutex // one checkpoint or resume at a time
 	failures []Failure  // the test-only failure schedule
-	collN    int        // collectives started in this incarnation
 
 	staleDropped atomic.Int64 // frames of another incarnation dropped (for tests)
 
@@ -89,19 +113,23 @@ func (c *Comm) StaleDropped() int64 { return c.staleDropped.Load() }
 func (c *Comm) Spin() time.Duration { return c.spin }
 
 func newComm(j *Job) *Comm {
-	c := &Comm{
+	co := &core{
 		job:     j,
-		rank:    j.Rank,
-		size:    j.Size,
 		inc:     j.Incarnation,
 		peers:   make([]*peer, j.Size),
 		match:   newMatcher(j.Size),
 		open:    make(map[any]struct{}),
 		dead:    make(chan struct{}),
+		comms:   make(map[uint32]*Comm),
+		early:   make(map[uint32][]earlyFrame),
+		nextCtx: 1,
 		stopMon: make(chan struct{}),
 		monDone: make(chan struct{}),
 		resched: make(chan struct{}, 1),
 	}
+	c := &Comm{core: co, rank: j.Rank, size: j.Size}
+	co.world = c
+	co.comms[0] = c
 	c.silenceMS.Store(int64(j.silence() / time.Millisecond))
 	c.coll.init(j.Size)
 	c.failures, _ = ParseFailures(j.Failures) // Validate checked it
@@ -142,7 +170,7 @@ func (c *Comm) end(err error, tell *wire.Reason) bool {
 		op.err = err
 		close(op.done)
 	}
-	c.coll.wake()
+	c.wakeAll()
 	return true
 }
 
@@ -178,7 +206,7 @@ func (c *Comm) fail(err error) {
 	if !code.Valid() {
 		code = codes.JobEnded
 	}
-	c.end(err, &wire.Reason{Code: code, Cause: codes.CauseFailed, Rank: int32(c.rank), Msg: oneLine(err.Error())})
+	c.end(err, &wire.Reason{Code: code, Cause: codes.CauseFailed, Rank: int32(c.job.Rank), Msg: oneLine(err.Error())})
 }
 
 // oneLine returns the line of a (possibly multi-line) error text that says
@@ -226,12 +254,17 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 	switch h.Type {
 	case wire.Data, wire.Checkpoint:
 		tag := h.Tag
+		ctx := uint32(0)
 		if h.Type == wire.Checkpoint {
 			tag |= sysTag // the runtime's own messages (checkpoints, resume)
+		} else if h.Seq > wire.MaxTag {
+			return violation(p.rank, "it sent a data frame of communicator %d, past every id (at most %d)", h.Seq, wire.MaxTag)
+		} else {
+			ctx = uint32(h.Seq) // the communicator (protocol.md §8.6)
 		}
 		msg := message{data: payload, cost: frameCost(len(payload))}
 		c.mu.Lock()
-		ops := c.match.arrive(p.rank, tag, msg)
+		ops := c.match.arrive(ctx, p.rank, tag, msg)
 		if n := len(ops); n > 0 && !ops[n-1].probe {
 			c.consumedLocked(p, msg.cost)
 			p.foreground.Store(time.Now().UnixNano()) // a receiver is active: let it read next
@@ -250,7 +283,7 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 			op.err = codes.New(codes.Finished, "rank %d has finished: recv(%d, %d) can never be matched", p.rank, p.rank, op.tag)
 			close(op.done)
 		}
-		c.coll.wake()
+		c.wakeAll()
 	case wire.Abort:
 		r, err := wire.DecodeReason(payload)
 		if err != nil {
@@ -261,7 +294,7 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 		}
 		c.ended(p.rank, r)
 	case wire.Collective:
-		return c.collArrive(p, h, payload)
+		return c.collFrameIn(p, h, payload)
 	case wire.Credit:
 		return p.addCredit(binary.BigEndian.Uint64(payload))
 	case wire.Silence:
@@ -336,6 +369,7 @@ type SendOp struct {
 // RecvOp is an open receive made by StartRecv.
 type RecvOp struct {
 	r    *recvOp
+	c    *Comm
 	busy bool
 }
 
@@ -363,7 +397,7 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 		return nil, &codes.Error{Code: codes.OutOfRange, Op: "send", Rank: -1, Msg: fmt.Sprintf("send: message is %d bytes, limit %d", len(data), wire.MaxPayload)}
 	}
 	op := &SendOp{dest: dest}
-	f := &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
+	f := &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Seq: uint64(c.ctxID), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
 	op.f = f
 	c.mu.Lock()
 	if err := c.callableLocked("send"); err != nil {
@@ -372,7 +406,7 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 	}
 	if dest == c.rank {
 		m := message{data: data}
-		ops := c.match.arrive(c.rank, uint32(tag), m)
+		ops := c.match.arrive(c.ctxID, c.worldRank(c.rank), uint32(tag), m)
 		c.open[op] = struct{}{}
 		c.mu.Unlock()
 		for _, r := range ops {
@@ -381,7 +415,7 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 		close(f.done)
 		return op, nil
 	}
-	p := c.peers[dest]
+	p := c.peerAt(dest)
 	if p.bye.Load() {
 		c.mu.Unlock()
 		return nil, &codes.Error{Code: codes.Finished, Op: "send", Rank: dest, Msg: fmt.Sprintf("send: rank %d has finished", dest)}
@@ -411,7 +445,7 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 		c.mu.Unlock()
 		return err
 	}
-	p := c.peers[dest]
+	p := c.peerAt(dest)
 	if dest == c.rank || p.bye.Load() {
 		c.mu.Unlock()
 		op, err := c.StartSend(dest, tag, data)
@@ -421,7 +455,7 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 		return c.FinishSend(ctx, op)
 	}
 	c.mu.Unlock()
-	f := &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
+	f := &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Seq: uint64(c.ctxID), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
 	err := p.send(f, true)
 	if err != nil && codes.As(err) == nil {
 		if de := c.deadErr(); de != nil {
@@ -497,7 +531,7 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 	if err != nil {
 		return nil, err
 	}
-	op := &RecvOp{r: r}
+	op := &RecvOp{r: r, c: c}
 	c.mu.Lock()
 	if err := c.callableLocked("recv"); err != nil {
 		c.mu.Unlock()
@@ -572,6 +606,9 @@ func (c *Comm) finishRecv(ctx context.Context, op *RecvOp, withdraw bool) ([]byt
 func (c *Comm) callableLocked(op string) error {
 	if c.err != nil {
 		return c.err
+	}
+	if c.subDone {
+		return &codes.Error{Code: codes.Finished, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: the communicator is finished", op)}
 	}
 	if c.finished {
 		return &codes.Error{Code: codes.Finished, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: the communicator is finished", op)}
@@ -698,7 +735,7 @@ func (c *Comm) monitor() {
 // "aborted"); this communicator's later calls return H1617.
 func (c *Comm) Abort() error {
 	err := &codes.Error{Code: codes.Finished, Op: "abort", Rank: -1, Msg: "the communicator was aborted"}
-	c.end(err, &wire.Reason{Code: codes.JobEnded, Cause: codes.CauseAborted, Rank: int32(c.rank), Msg: "aborted"})
+	c.end(err, &wire.Reason{Code: codes.JobEnded, Cause: codes.CauseAborted, Rank: int32(c.job.Rank), Msg: "aborted"})
 	c.Close()
 	return nil
 }
@@ -716,6 +753,9 @@ func (c *Comm) Fail(err error) {
 // Finishing with operations still open is an error (H1617) that names them;
 // the communicator is finished all the same.
 func (c *Comm) Finish() error {
+	if c.Sub() {
+		return c.finishSub()
+	}
 	c.mu.Lock()
 	if err := c.callableLocked("finish"); err != nil {
 		c.mu.Unlock()
@@ -765,6 +805,9 @@ func (c *Comm) Finish() error {
 // Close releases the communicator's connections and goroutines without a
 // bye; after Finish, Abort or Fail it only waits for them. Safe twice.
 func (c *Comm) Close() {
+	if c.Sub() {
+		return // a sub-communicator ends with the job (Finish marks it finished)
+	}
 	c.closeMu.Do(func() {
 		c.closing.Store(true)
 		c.end(&codes.Error{Code: codes.Finished, Op: "close", Rank: -1, Msg: "the communicator is closed"}, nil)

@@ -692,7 +692,7 @@ func (c *Comm) watchControl() {
 	}
 	err := &codes.Error{Code: codes.JobEnded, Rank: -1, Msg: "the launcher is gone (end of the control channel)",
 		Cause: &codes.Cause{Kind: codes.CauseLauncher, Rank: -1, Code: codes.JobEnded}}
-	c.end(err, &wire.Reason{Code: codes.JobEnded, Cause: codes.CauseLauncher, Rank: int32(c.rank), Msg: err.Error()})
+	c.end(err, &wire.Reason{Code: codes.JobEnded, Cause: codes.CauseLauncher, Rank: int32(c.job.Rank), Msg: err.Error()})
 	if c.job.OnLauncherLost != nil {
 		c.job.OnLauncherLost()
 		return

@@ -9,7 +9,8 @@ package runtime
 // first among those it fits. A probe waits for a message without taking it.
 
 type matchKey struct {
-	src int
+	ctx uint32 // the communicator's id (0: the job's)
+	src int    // job rank
 	tag uint32
 }
 
@@ -22,7 +23,8 @@ type message struct {
 // recvOp is a posted receive (or probe). Its fields after done is closed
 // are read-only.
 type recvOp struct {
-	src    int
+	ctx    uint32 // the communicator's id
+	src    int    // job rank
 	tag    uint32
 	anySrc bool // src is ANY_SOURCE
 	anyTag bool // tag is ANY_TAG
@@ -43,8 +45,8 @@ type recvOp struct {
 
 // fits reports whether a message from src with tag fits op. ANY_TAG is
 // any program tag: the runtime's own (sysTag) never match it.
-func (op *recvOp) fits(src int, tag uint32) bool {
-	return (op.anySrc || op.src == src) && ((op.anyTag && tag&sysTag == 0) || op.tag == tag)
+func (op *recvOp) fits(ctx uint32, src int, tag uint32) bool {
+	return op.ctx == ctx && (op.anySrc || op.src == src) && ((op.anyTag && tag&sysTag == 0) || op.tag == tag)
 }
 
 func (op *recvOp) wild() bool { return op.anySrc || op.anyTag }
@@ -69,12 +71,12 @@ func newMatcher(size int) *matcher {
 // completes (the caller closes their done channels): waiting probes it
 // fits, and the receive it goes to, if one is posted; else the message is
 // kept for a later receive.
-func (m *matcher) arrive(src int, tag uint32, msg message) []*recvOp {
+func (m *matcher) arrive(ctx uint32, src int, tag uint32, msg message) []*recvOp {
 	var done []*recvOp
 	if len(m.probes) > 0 {
 		kept := m.probes[:0]
 		for _, p := range m.probes {
-			if p.fits(src, tag) {
+			if p.fits(ctx, src, tag) {
 				p.gotSrc, p.gotTag, p.gotLen = src, tag, len(msg.data)
 				done = append(done, p)
 			} else {
@@ -84,7 +86,7 @@ func (m *matcher) arrive(src int, tag uint32, msg message) []*recvOp {
 		clear(m.probes[len(kept):])
 		m.probes = kept
 	}
-	k := matchKey{src, tag}
+	k := matchKey{ctx, src, tag}
 	var op *recvOp
 	q := m.posted[k]
 	if len(q) > 0 {
@@ -92,7 +94,7 @@ func (m *matcher) arrive(src int, tag uint32, msg message) []*recvOp {
 	}
 	wi := -1
 	for i, w := range m.wild {
-		if w.fits(src, tag) {
+		if w.fits(ctx, src, tag) {
 			if op == nil || w.seq < op.seq {
 				wi = i
 			}
@@ -125,13 +127,13 @@ func (m *matcher) arrive(src int, tag uint32, msg message) []*recvOp {
 // of those it fits.
 func (m *matcher) find(op *recvOp) (matchKey, bool) {
 	if !op.wild() {
-		k := matchKey{op.src, op.tag}
+		k := matchKey{op.ctx, op.src, op.tag}
 		return k, len(m.unexpected[k]) > 0
 	}
 	var best matchKey
 	var bestSeq uint64
 	for k, q := range m.unexpected {
-		if len(q) > 0 && op.fits(k.src, k.tag) && (bestSeq == 0 || q[0].seq < bestSeq) {
+		if len(q) > 0 && op.fits(k.ctx, k.src, k.tag) && (bestSeq == 0 || q[0].seq < bestSeq) {
 			best, bestSeq = k, q[0].seq
 		}
 	}
@@ -159,7 +161,7 @@ func (m *matcher) post(op *recvOp) bool {
 	if op.wild() {
 		m.wild = append(m.wild, op)
 	} else {
-		k := matchKey{op.src, op.tag}
+		k := matchKey{op.ctx, op.src, op.tag}
 		m.posted[k] = append(m.posted[k], op)
 	}
 	return false
@@ -200,7 +202,7 @@ func (m *matcher) withdraw(op *recvOp) bool {
 	case op.wild():
 		m.wild, ok = remove(m.wild)
 	default:
-		k := matchKey{op.src, op.tag}
+		k := matchKey{op.ctx, op.src, op.tag}
 		var q []*recvOp
 		if q, ok = remove(m.posted[k]); ok {
 			if len(q) == 0 {

@@ -23,7 +23,7 @@ type refMsg struct {
 
 func (r *refMatcher) arrive(src int, tag uint32, id int) *recvOp {
 	for i, op := range r.waiting {
-		if op.fits(src, tag) {
+		if op.fits(0, src, tag) {
 			r.waiting = append(r.waiting[:i], r.waiting[i+1:]...)
 			return op
 		}
@@ -34,7 +34,7 @@ func (r *refMatcher) arrive(src int, tag uint32, id int) *recvOp {
 
 func (r *refMatcher) post(op *recvOp) (int, bool) {
 	for i, m := range r.kept {
-		if op.fits(m.src, m.tag) {
+		if op.fits(0, m.src, m.tag) {
 			r.kept = append(r.kept[:i], r.kept[i+1:]...)
 			return m.id, true
 		}
@@ -60,7 +60,7 @@ func TestMatcherAgainstRule(t *testing.T) {
 			if rng.Intn(2) == 0 {
 				src, tag := rng.Intn(3), tags[rng.Intn(len(tags))]
 				id := step
-				got := m.arrive(src, tag, message{data: []byte(fmt.Sprint(id))})
+				got := m.arrive(0, src, tag, message{data: []byte(fmt.Sprint(id))})
 				want := ref.arrive(src, tag, id)
 				if (len(got) == 1) != (want != nil) || (want != nil && pair[want] != got[0]) {
 					t.Fatalf("seed %d step %d: arrival (%d, %d) completed %v, the rule says %v", seed, step, src, tag, got, want)
@@ -103,10 +103,10 @@ func TestMatcherProbe(t *testing.T) {
 	if m.probe(p, true) {
 		t.Fatal("probe of an empty matcher found a message")
 	}
-	if got := m.arrive(1, sysTag|4, message{data: []byte("ckpt")}); len(got) != 0 {
+	if got := m.arrive(0, 1, sysTag|4, message{data: []byte("ckpt")}); len(got) != 0 {
 		t.Fatalf("a runtime message completed %v, want nothing (ANY_TAG is program tags)", got)
 	}
-	got := m.arrive(2, 9, message{data: []byte("hello")})
+	got := m.arrive(0, 2, 9, message{data: []byte("hello")})
 	if len(got) != 1 || got[0] != p || p.gotSrc != 2 || p.gotTag != 9 || p.gotLen != 5 {
 		t.Fatalf("arrival completed %v (probe saw %d, %d, %d), want the probe with 2, 9, 5", got, p.gotSrc, p.gotTag, p.gotLen)
 	}

@@ -37,7 +37,10 @@ func (c *Comm) recvOpFor(op string, source, tag int) (*recvOp, error) {
 			return nil, err
 		}
 	}
-	r := &recvOp{src: source, anySrc: source == AnySource, anyTag: tag == AnyTag, done: make(chan struct{})}
+	r := &recvOp{ctx: c.ctxID, src: source, anySrc: source == AnySource, anyTag: tag == AnyTag, done: make(chan struct{})}
+	if !r.anySrc {
+		r.src = c.worldRank(source)
+	}
 	if !r.anyTag {
 		r.tag = uint32(tag)
 	}
@@ -72,8 +75,11 @@ func (c *Comm) readUntil(ctx context.Context, r *recvOp) {
 
 // Envelope returns what the receive got: its source, tag and length. It is
 // valid once FinishRecv has returned the message.
-func (op *RecvOp) Envelope() Envelope {
-	return Envelope{Source: op.r.gotSrc, Tag: int(op.r.gotTag), Length: op.r.gotLen}
+func (op *RecvOp) Envelope() Envelope { return op.c.envelope(op.r) }
+
+// envelope is what r got, its source as a rank of c.
+func (c *Comm) envelope(r *recvOp) Envelope {
+	return Envelope{Source: c.rankOf(r.gotSrc), Tag: int(r.gotTag), Length: r.gotLen}
 }
 
 // RecvFrom is Recv that also tells the source and tag of the message it
@@ -106,7 +112,7 @@ func (c *Comm) Probe(ctx context.Context, source, tag int) (Envelope, error) {
 	}
 	if c.match.probe(r, true) {
 		c.mu.Unlock()
-		return Envelope{Source: r.gotSrc, Tag: int(r.gotTag), Length: r.gotLen}, nil
+		return c.envelope(r), nil
 	}
 	if p := c.peerOf(r); p != nil && p.bye.Load() {
 		c.match.withdraw(r)
@@ -129,7 +135,7 @@ func (c *Comm) Probe(ctx context.Context, source, tag int) (Envelope, error) {
 	if r.err != nil {
 		return Envelope{}, r.err
 	}
-	return Envelope{Source: r.gotSrc, Tag: int(r.gotTag), Length: r.gotLen}, nil
+	return c.envelope(r), nil
 }
 
 // Iprobe is Probe that does not wait: ok is false when no message that
@@ -147,7 +153,7 @@ func (c *Comm) Iprobe(source, tag int) (env Envelope, ok bool, err error) {
 	if !c.match.probe(r, false) {
 		return Envelope{}, false, nil
 	}
-	return Envelope{Source: r.gotSrc, Tag: int(r.gotTag), Length: r.gotLen}, true, nil
+	return c.envelope(r), true, nil
 }
 
 // Sendrecv sends data to dest with sendtag and receives from source with

@@ -36,7 +36,7 @@ func (cc *collCall) star(contribute []byte, finishRoot func(contrib [][]byte) (o
 			// The root's announcement; its descriptor was checked by take.
 		}
 	}
-	for r := range c.peers {
+	for r := 0; r < c.size; r++ {
 		if r != c.rank {
 			if err := cc.send(r, 0, nil); err != nil {
 				return nil, err
@@ -45,7 +45,7 @@ func (cc *collCall) star(contribute []byte, finishRoot func(contrib [][]byte) (o
 	}
 	contrib := make([][]byte, c.size)
 	contrib[c.rank] = contribute
-	for r := range c.peers {
+	for r := 0; r < c.size; r++ {
 		if r == c.rank {
 			continue
 		}
@@ -65,7 +65,7 @@ func (cc *collCall) star(contribute []byte, finishRoot func(contrib [][]byte) (o
 	if err != nil {
 		return nil, c.rootFailed(err)
 	}
-	for r := range c.peers {
+	for r := 0; r < c.size; r++ {
 		if r != c.rank {
 			var d []byte
 			if out != nil {
