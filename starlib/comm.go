@@ -35,6 +35,7 @@ import (
 //	comm.allgather(data)                    -> bytes: every rank's data in rank order
 //	comm.alltoall(data)                     -> bytes: block i of rank j's data is block j of rank i's result
 //	comm.reduce_scatter(type, op, data)     -> bytes: block rank of the reduction
+//	comm.split(color, key=0)                -> a communicator of the ranks of that color, ordered by key; None for color -1
 //
 // recv and start_recv take the wildcards too (MPI's MPI_ANY_SOURCE and
 // MPI_ANY_TAG, both -1); recv_from tells what came.
@@ -92,6 +93,7 @@ var commMethods = map[string]commMethod{
 	"allgather":      commAllgather,
 	"alltoall":       commAlltoall,
 	"reduce_scatter": commReduceScatter,
+	"split":          commSplit,
 }
 
 // Attr returns a field or a bound method.

@@ -97,3 +97,18 @@ func commReduceScatter(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs
 	out, err := c.c.ReduceScatter(c.ctx, t, o, d)
 	return c.result(out, namedErr(err, typ, op))
 }
+
+func commSplit(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var color, key int
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "color", &color, "key?", &key); err != nil {
+		return nil, err
+	}
+	sub, err := c.c.Split(c.ctx, color, key)
+	if err != nil {
+		return nil, err
+	}
+	if sub == nil {
+		return starlark.None, nil
+	}
+	return NewComm(c.ctx, sub), nil
+}
