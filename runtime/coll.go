@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"sperli/codes"
 	"sperli/wire"
@@ -73,6 +74,9 @@ type collState struct {
 	// (endOfCallLocked): later calls get the job's end.
 	endVoid bool
 	notify  chan struct{}
+	// reading is the connection a waiting call reads itself (take), so
+	// that a frame on another one can interrupt it (wake).
+	reading atomic.Pointer[peer]
 }
 
 func (s *collState) init(size int) {
@@ -82,10 +86,16 @@ func (s *collState) init(size int) {
 	s.notify = make(chan struct{}, 1)
 }
 
-func (s *collState) wake() {
+// wake tells a waiting call that frames came; from is the connection
+// they came on (nil for none). A call reading another connection itself
+// (take) is interrupted, so that it looks at what came.
+func (s *collState) wake(from *peer) {
 	select {
 	case s.notify <- struct{}{}:
 	default:
+	}
+	if p := s.reading.Load(); p != nil && p != from {
+		p.interrupt()
 	}
 }
 
@@ -131,7 +141,7 @@ func (c *Comm) collArrive(p *peer, h wire.Header, payload []byte) error {
 		c.coll.queues[from] = append(c.coll.queues[from], collFrame{seq: h.Seq, flags: h.Flags, call: call, data: data, buf: payload, cost: frameCost(len(payload))})
 	}
 	c.mu.Unlock()
-	c.coll.wake()
+	c.coll.wake(p)
 	return nil
 }
 
@@ -225,12 +235,24 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 		}
 		c.mu.Unlock()
 		if !waited {
-			// Collective frames are read by the reader goroutines: end a
-			// grace a receiver's reads started (peer.go).
+			// Frames from other ranks are read by their reader
+			// goroutines: end a grace a receiver's reads started (peer.go).
 			for _, p := range c.peers {
 				if p != nil {
 					p.readSoon()
 				}
+			}
+		}
+		// The frame this call needs next comes on from's connection: read
+		// it on this goroutine, as a receive does (the latency path), until
+		// a frame of any collective came (wake interrupts the read when it
+		// came on another connection).
+		if p := c.peerAt(from); p != nil && !p.gone.Load() {
+			c.coll.reading.Store(p)
+			read := p.readFor(ctx, c.coll.notify)
+			c.coll.reading.Store(nil)
+			if read {
+				continue
 			}
 		}
 		select {

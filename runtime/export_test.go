@@ -73,3 +73,4 @@ func RawWriteForTest(c *Comm, dest int, b []byte) error {
 // FrameCostForTest is frameCost: the credit a frame of n payload bytes
 // costs.
 var FrameCostForTest = frameCost
+

@@ -28,6 +28,7 @@ type fdConn struct {
 	laddr, raddr net.Addr
 
 	spin     atomic.Int64 // read spin limit, nanoseconds
+	budget   atomic.Int64 // how long a read spins now (adapt), at most spin
 	rdl, wdl atomic.Int64 // deadlines, unix nanoseconds; 0: none
 	closing  atomic.Bool
 
@@ -78,7 +79,7 @@ func dupSocket(fd uintptr) (int, error) {
 	return int(r), nil
 }
 
-func (c *fdConn) setSpin(d time.Duration)  { c.spin.Store(int64(d)) }
+func (c *fdConn) setSpin(d time.Duration)  { c.spin.Store(int64(d)); c.budget.Store(int64(d)) }
 func (c *fdConn) spinLimit() time.Duration { return time.Duration(c.spin.Load()) }
 
 func (c *fdConn) begin() error {
@@ -116,11 +117,14 @@ func (c *fdConn) Read(b []byte) (int, error) {
 	if dl := c.rdl.Load(); dl != 0 && time.Now().UnixNano() >= dl {
 		return 0, c.opErr("read", os.ErrDeadlineExceeded)
 	}
-	var start int64
+	var start, budget int64
 	for i := 0; ; i++ {
 		n, err := nbRead(c.fd, b)
 		switch {
 		case n > 0:
+			if i > 0 && budget > 0 {
+				c.adapt(budget, true, 0)
+			}
 			return n, nil
 		case err == 0:
 			return 0, io.EOF
@@ -137,16 +141,46 @@ func (c *fdConn) Read(b []byte) (int, error) {
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
 		if i == 0 {
-			start = now
+			start, budget = now, c.budget.Load()
 		}
-		if now-start < c.spin.Load() {
+		if now-start < budget {
+			if i&yieldEvery == yieldEvery-1 {
+				schedYield() // let a process that must run for the data run
+			}
 			continue
 		}
 		if err := c.park(false); err != nil {
 			return 0, c.opErr("read", err)
 		}
-		start = time.Now().UnixNano() // woken by data: spin again if it was not enough
+		woke := time.Now().UnixNano()
+		c.adapt(budget, false, woke-start)
+		start, budget, i = woke, c.budget.Load(), 0 // woken by data: spin again if it was not enough
 	}
+}
+
+// yieldEvery is how many empty polls a spinning read makes between yields
+// of its processor (sched_yield): on a busy machine the spinner then lets
+// the process run that its data waits for, as MPI progress engines yield
+// when idle; on a quiet one a yield returns at once.
+const yieldEvery = 8
+
+// adapt moves the spin budget after a wait that spun for budget: a wait the
+// spin ended (hit), or one that parked and was woken after waited
+// nanoseconds. The budget doubles, up to the spin limit, after a hit or a
+// park that a longer spin would have saved (woken before the limit), and
+// halves, down to a thirty-second of the limit, after a park that spinning
+// could not have saved: when spins stop paying, a read spins less (never
+// not at all: a short spin finds out when they pay again).
+func (c *fdConn) adapt(budget int64, hit bool, waited int64) {
+	limit := c.spin.Load()
+	if limit <= 0 {
+		return
+	}
+	next := budget * 2
+	if !hit && waited >= limit {
+		next = budget / 2
+	}
+	c.budget.Store(max(limit/32, min(limit, next)))
 }
 
 func (c *fdConn) Write(b []byte) (int, error) {
@@ -347,3 +381,6 @@ func nbRead(fd int, b []byte) (int, syscall.Errno) {
 // sendto of a 16 KiB record on loopback holds the processor for the
 // microseconds the kernel takes to deliver it, as a computation would.
 var rawSyscall6 = syscall.RawSyscall6
+
+// schedYield gives the processor to another runnable thread, if any.
+func schedYield() { rawSyscall6(syscall.SYS_SCHED_YIELD, 0, 0, 0, 0, 0, 0) }

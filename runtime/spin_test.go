@@ -155,3 +155,4 @@ func TestBothWaits(t *testing.T) {
 		}
 	}
 }
+

@@ -181,7 +181,7 @@ func (c *Comm) wakeAll() {
 	}
 	c.mu.Unlock()
 	for _, x := range comms {
-		x.coll.wake()
+		x.coll.wake(nil)
 	}
 }
 
