@@ -73,4 +73,3 @@ func RawWriteForTest(c *Comm, dest int, b []byte) error {
 // FrameCostForTest is frameCost: the credit a frame of n payload bytes
 // costs.
 var FrameCostForTest = frameCost
-

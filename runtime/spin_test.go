@@ -155,4 +155,3 @@ func TestBothWaits(t *testing.T) {
 		}
 	}
 }
-
