@@ -195,8 +195,12 @@ func (l *launcher) run(ctx context.Context) int {
 		return 2
 	}
 	star := strings.HasSuffix(o.Program, ".star")
-	if _, err := os.Stat(o.Program); err != nil {
-		l.say("program %s: %v", o.Program, errors.Unwrap(err))
+	infos := make([]lineInfo, o.N)
+	for r := range infos {
+		infos[r] = lineInfo{host: pl.Lines[r].Host}
+	}
+	if err := preflight(o, infos, star); err != nil {
+		l.say("%v", err)
 		return 2
 	}
 	if l.o.Self == "" {

@@ -115,8 +115,8 @@ func usageErr(cmd *cobra.Command, format string, args ...any) error {
 
 // runAlone runs a .star file on this machine, with no job.
 func runAlone(o launch.Options) error {
-	if _, err := os.Stat(o.Program); err != nil {
-		fmt.Fprintf(os.Stderr, "sperli: program %s: %v\n", o.Program, errors.Unwrap(err))
+	if err := launch.CheckProgram(o.Program, true); err != nil {
+		fmt.Fprintf(os.Stderr, "sperli: %v\n", err)
 		return &exitError{2}
 	}
 	err := starlib.Run(&starlib.Program{

@@ -255,31 +255,44 @@ func TestUsage(t *testing.T) {
 	dir := t.TempDir()
 	prog, markers, path := markerProgram(t, dir)
 	star := writeFile(t, filepath.Join(dir, "p.star"), "print('ran')\n", 0o644)
+	noExec := writeFile(t, filepath.Join(dir, "noexec.sh"), "#!/bin/sh\ntouch '"+filepath.Join(dir, "ran")+"'\n", 0o644)
+	starDir := filepath.Join(dir, "d.star")
+	if err := os.Mkdir(starDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
 		want []string
+		env  []string
 	}{
-		{"executable without -n", []string{"run", prog}, []string{"-n"}},
-		{"-n 0", []string{"run", "-n", "0", prog}, []string{"-n 0"}},
-		{"-n 0 star", []string{"run", "-n", "0", star}, []string{"-n 0"}},
-		{"-n negative", []string{"run", "-n", "-1", prog}, []string{"-n -1"}},
-		{"-n not a number", []string{"run", "-n", "three", prog}, []string{"three"}},
-		{"missing star program", []string{"run", "-n", "2", filepath.Join(dir, "missing.star")}, []string{"missing.star"}},
-		{"missing executable", []string{"run", "-n", "2", filepath.Join(dir, "missing")}, []string{"missing"}},
-		{"missing star program without -n", []string{"run", filepath.Join(dir, "missing.star")}, []string{"missing.star"}},
-		{"no program", []string{"run", "-n", "2"}, nil},
-		{"silence too short", []string{"run", "-n", "2", "--silence", "5", prog}, []string{"--silence"}},
-		{"unknown flag", []string{"run", "-n", "2", "--bogus", prog}, []string{"--bogus"}},
-		{"job make without --out", []string{"job", "make", "-n", "2"}, []string{"--out"}},
-		{"job make -n 0", []string{"job", "make", "-n", "0", "--out", filepath.Join(dir, "out")}, []string{"-n 0"}},
-		{"bench --repeat 0", []string{"bench", "--repeat", "0"}, []string{"--repeat 0"}},
-		{"bench --pings -5", []string{"bench", "--pings", "-5"}, []string{"--pings -5"}},
-		{"bench --sizes bad", []string{"bench", "--sizes", "64,lots"}, []string{"lots"}},
-		{"bench with an argument", []string{"bench", "now"}, []string{"now"}},
+		{name: "program not executable", args: []string{"run", "-n", "2", noExec}, want: []string{noExec, "not executable"}},
+		{name: "program is a directory", args: []string{"run", "-n", "2", dir}, want: []string{dir, "directory"}},
+		{name: "star program is a directory", args: []string{"run", "-n", "2", starDir}, want: []string{starDir, "directory"}},
+		{name: "missing --wdir", args: []string{"run", "-n", "2", "--wdir", filepath.Join(dir, "nowhere"), prog}, want: []string{"--wdir", "nowhere"}},
+		{name: "--wdir a file", args: []string{"run", "-n", "2", "--wdir", star, star}, want: []string{"--wdir", "not a directory"}},
+		{name: "bad SPERLI_SPIN_US", args: []string{"run", "-n", "2", prog}, env: []string{"SPERLI_SPIN_US=fast"}, want: []string{"SPERLI_SPIN_US", "fast"}},
+		{name: "SPERLI_SPIN_US too large", args: []string{"run", "-n", "2", star}, env: []string{"SPERLI_SPIN_US=1000001"}, want: []string{"SPERLI_SPIN_US", "1000001"}},
+		{name: "executable without -n", args: []string{"run", prog}, want: []string{"-n"}},
+		{name: "-n 0", args: []string{"run", "-n", "0", prog}, want: []string{"-n 0"}},
+		{name: "-n 0 star", args: []string{"run", "-n", "0", star}, want: []string{"-n 0"}},
+		{name: "-n negative", args: []string{"run", "-n", "-1", prog}, want: []string{"-n -1"}},
+		{name: "-n not a number", args: []string{"run", "-n", "three", prog}, want: []string{"three"}},
+		{name: "missing star program", args: []string{"run", "-n", "2", filepath.Join(dir, "missing.star")}, want: []string{"missing.star"}},
+		{name: "missing executable", args: []string{"run", "-n", "2", filepath.Join(dir, "missing")}, want: []string{"missing"}},
+		{name: "missing star program without -n", args: []string{"run", filepath.Join(dir, "missing.star")}, want: []string{"missing.star"}},
+		{name: "no program", args: []string{"run", "-n", "2"}, want: nil},
+		{name: "silence too short", args: []string{"run", "-n", "2", "--silence", "5", prog}, want: []string{"--silence"}},
+		{name: "unknown flag", args: []string{"run", "-n", "2", "--bogus", prog}, want: []string{"--bogus"}},
+		{name: "job make without --out", args: []string{"job", "make", "-n", "2"}, want: []string{"--out"}},
+		{name: "job make -n 0", args: []string{"job", "make", "-n", "0", "--out", filepath.Join(dir, "out")}, want: []string{"-n 0"}},
+		{name: "bench --repeat 0", args: []string{"bench", "--repeat", "0"}, want: []string{"--repeat 0"}},
+		{name: "bench --pings -5", args: []string{"bench", "--pings", "-5"}, want: []string{"--pings -5"}},
+		{name: "bench --sizes bad", args: []string{"bench", "--sizes", "64,lots"}, want: []string{"lots"}},
+		{name: "bench with an argument", args: []string{"bench", "now"}, want: []string{"now"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := sperliRun(t, withEnv(path), dir, tc.args...)
+			r := sperliRun(t, withEnv(append([]string{path}, tc.env...)...), dir, tc.args...)
 			if r.Code != 2 {
 				t.Errorf("sperli %q: exit status %d, want 2\n%v", tc.args, r.Code, r)
 			}
