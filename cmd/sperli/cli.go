@@ -70,6 +70,8 @@ func splitModules(s string) []string {
 
 func newRun() *cobra.Command {
 	var o launch.Options
+	var np int
+	var exports []string
 	cmd := &cobra.Command{
 		Use:   "run [flags] PROGRAM [ARGS...]",
 		Short: "Launch a job of -n ranks, or run a .star file on this machine without -n",
@@ -81,7 +83,18 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Program, o.Args = args[0], args[1:]
-			if !cmd.Flags().Changed("n") {
+			if cmd.Flags().Changed("np") {
+				if cmd.Flags().Changed("n") && np != o.N {
+					return usageErr(cmd, "run: -n %d and --np %d disagree", o.N, np)
+				}
+				o.N = np
+			}
+			env, err := launch.ParseExports(exports)
+			if err != nil {
+				return usageErr(cmd, "%v", err)
+			}
+			o.Env = env
+			if !cmd.Flags().Changed("n") && !cmd.Flags().Changed("np") {
 				if !strings.HasSuffix(o.Program, ".star") {
 					return usageErr(cmd, "run: an executable PROGRAM needs -n")
 				}
@@ -105,6 +118,12 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.StringVar(&o.Wdir, "wdir", "", "the ranks' working directory (default: this one)")
 	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "checkpoint directory; turns on restarts")
 	f.IntVar(&o.RestartMax, "restart-max", 3, "most restarts with --checkpoint-dir")
+	f.BoolVar(&o.Live, "live", false, "show each output line as it comes (whole lines), not rank by rank at the end")
+	f.StringVar(&o.OutputDir, "output-dir", "", "write DIR/rank-<i>.out and rank-<i>.err (appending) instead of showing the output")
+	f.BoolVarP(&o.Verbose, "verbose", "v", false, "also show the H1612 errors of the ranks a failure ended")
+	f.IntVar(&np, "np", 0, "number of ranks (as -n; mpirun's spelling)")
+	f.StringArrayVarP(&exports, "export", "x", nil, "set NAME=VALUE, or pass NAME on, in every rank's environment, remote ranks too (repeatable)")
+	f.IntVar(&o.SSHPort, "ssh-port", launch.DefaultSSHPort, "the port ssh dials on remote hosts")
 	return cmd
 }
 
