@@ -16,9 +16,9 @@ import (
 // §2): the rank that failed, where and why on one line, and the ranks it
 // ended, "rank 1 failed: prog.star:3:5: division by zero; ranks 0, 2, 3
 // ended by it (H1612)". Ranks failing with the same message are named
-// together. It is "" when no rank failed on its own (an interrupt, a
-// loss).
-func failureCause(procs []*rankProc, wd string) string {
+// together; ranks said lost are not failures. It is "" when no rank
+// failed on its own (an interrupt, a loss).
+func failureCause(procs []*rankProc, wd string, lost map[int]bool) string {
 	type failure struct {
 		ranks []int
 		why   string
@@ -32,7 +32,7 @@ func failureCause(procs []*rankProc, wd string) string {
 		ws, _ := p.state.Sys().(syscall.WaitStatus)
 		st := p.status
 		switch {
-		case p.state.Success(), p.killed, ws.Signaled():
+		case p.state.Success(), p.killed, ws.Signaled(), lost[p.rank]:
 			continue
 		case st != nil && st.Code == codes.JobEnded.String():
 			ended[st.CauseRank] = append(ended[st.CauseRank], p.rank)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -307,7 +308,10 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 		}
 		l.out.lostErrs = nil
 		if code == runtime.ExitFail && !interrupted {
-			if cause := failureCause(procs, mustGetwd()); cause != "" {
+			l.mu.Lock()
+			lost := maps.Clone(l.lost)
+			l.mu.Unlock()
+			if cause := failureCause(procs, mustGetwd(), lost); cause != "" {
 				l.say("%s", cause)
 			}
 		}

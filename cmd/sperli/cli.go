@@ -8,12 +8,10 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"sperli/codes"
 	"sperli/launch"
 	"sperli/runtime"
 	"sperli/starlib"
@@ -45,13 +43,28 @@ func doMain(args []string) int {
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "sperli",
-		Short:         "Sperli runs message-passing jobs over mutual TLS",
+		Use:   "sperli",
+		Short: "Sperli runs message-passing jobs over mutual TLS",
+		Example: `  sperli run -n 4 scripts/examples/sum.star      # 4 ranks on this machine
+  sperli run --hosts hosts.txt -n 8 prog.star     # ranks over ssh, one per host line
+  sperli run prog.star                            # no job: comm is None
+  sperli codes H1611                              # what a code means, what to do
+  sperli completion bash > /etc/bash_completion.d/sperli`,
+		Version:       versionLine(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newRun(), newRank(), newJob(), newBench(), newCodes(), newVersion())
 	root.AddCommand(newBenchRanks()...)
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Example = `  sperli completion bash > ~/.local/share/bash-completion/completions/sperli
+  sperli completion zsh > "${fpath[1]}/_sperli"
+  sperli completion fish > ~/.config/fish/completions/sperli.fish`
+		}
+	}
 	return root
 }
 
@@ -80,6 +93,14 @@ PROGRAM ending in .star is a rank program run by "sperli rank" in every rank;
 any other PROGRAM is an executable that reads its job description from the
 first line of its standard input. Everything after PROGRAM belongs to it.
 Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
+		Example: `  sperli run -n 4 prog.star --steps 5          # the program gets ["--steps", "5"]
+  sperli run --np 4 ./gosum                      # an executable rank (Go, C), mpirun's --np
+  sperli run -n 3 --live prog.star               # each line as it comes
+  sperli run -n 3 --output-dir out prog.star     # out/rank-i.out, out/rank-i.err
+  sperli run -n 3 -x OMP_NUM_THREADS=1 -x PATH ./solver
+  sperli run -n 4 --checkpoint-dir ckpt stencil.star   # restarts from checkpoints
+  sperli run --hosts hosts.txt --ssh-port 22 -n 8 prog.star
+  sperli run prog.star                           # no -n: no job, comm is None`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Program, o.Args = args[0], args[1:]
@@ -165,7 +186,9 @@ func newRank() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rank [--modules D:D] [--wdir DIR] PROGRAM.star [ARGS...]",
 		Short: "Run a rank program inside a job (reads the job description from stdin)",
-		Args:  cobra.MinimumNArgs(1),
+		Example: `  sperli rank prog.star < rank-1.job          # a rank of a "sperli job make" job, by hand
+  srun sh -c 'sperli rank prog.star < job/rank-$SLURM_PROCID.job'`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rankGC()
 			if wdir != "" {
@@ -207,12 +230,16 @@ func runRank(prog string, args, modules []string) int {
 }
 
 func newJob() *cobra.Command {
-	job := &cobra.Command{Use: "job", Short: "Job identities for ranks started by hand or by another launcher"}
+	job := &cobra.Command{Use: "job", Short: "Job identities for ranks started by hand or by another launcher",
+		Example: `  sperli job make -n 3 --hosts hosts.txt --out job/
+  sperli rank prog.star < job/rank-0.job`}
 	var o launch.MakeOptions
 	mk := &cobra.Command{
 		Use:   "make -n N [--hosts FILE] [--checkpoint-dir DIR] [--expires D] --out DIR",
 		Short: "Write one job description per rank (rank-<i>.job, mode 0600)",
-		Args:  cobra.NoArgs,
+		Example: `  sperli job make -n 3 --out job/              # ranks at 127.0.0.1:47000+i
+  sperli job make -n 3 --hosts hosts.txt --checkpoint-dir ckpt --expires 72h --out job/`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			files, err := launch.MakeJob(o)
 			if err != nil {
@@ -237,35 +264,25 @@ func newJob() *cobra.Command {
 	return job
 }
 
-func newCodes() *cobra.Command {
+func newVersion() *cobra.Command {
 	return &cobra.Command{
-		Use:   "codes",
-		Short: "Print the table of refusal codes",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			w := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
-			fmt.Fprintln(w, "code\tmeaning")
-			for _, c := range codes.All() {
-				fmt.Fprintf(w, "%s\t%s\n", c, c.Meaning())
-			}
-			return w.Flush()
+		Use:     "version",
+		Short:   "Print the version",
+		Example: "  sperli version\n  sperli --version",
+		Args:    cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			fmt.Println(versionLine())
 		},
 	}
 }
 
-func newVersion() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, args []string) {
-			gov := "unknown"
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				gov = bi.GoVersion
-			}
-			fmt.Printf("sperli %s (protocol %d, job description %d, %s)\n", Version, wire.Version, runtime.JobVersion, gov)
-		},
+// versionLine is what `sperli version` and `sperli --version` print.
+func versionLine() string {
+	gov := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		gov = bi.GoVersion
 	}
+	return fmt.Sprintf("sperli %s (protocol %d, job description %d, %s)", Version, wire.Version, runtime.JobVersion, gov)
 }
 
 var (

@@ -123,6 +123,21 @@ func TestCodes(t *testing.T) {
 	check(t, "codes", r.Stdout)
 }
 
+// TestCodeHelp: `sperli codes H1611` prints the code's meaning, what to do
+// and the exit status.
+func TestCodeHelp(t *testing.T) {
+	r := run(t, sperli, "codes", "H1611")
+	if r.Code != 0 || r.Stderr != "" {
+		t.Fatalf("sperli codes H1611: exit status %d, stderr %q; want 0 and nothing", r.Code, r.Stderr)
+	}
+	for _, want := range []string{"H1611  peer lost: silence limit passed", "What to do: ", "--silence", "75"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("sperli codes H1611 does not show %q:\n%s", want, r.Stdout)
+		}
+	}
+	check(t, "codes-H1611", r.Stdout)
+}
+
 // TestMixedJob starts by hand the ranks of a job made by `sperli job make`,
 // Starlark and Go ranks together, in a random order with small random
 // delays; rank 0's standard output is the golden file.

@@ -410,7 +410,7 @@ func TestRankKilled(t *testing.T) {
 		wantSays(t, r, lost, moves, restart)
 		for rank, host := range []int{1, 4, 3} {
 			w := fmt.Sprintf("rank %d inc 1 host %s resumed 1", rank, c.host(host))
-			if !slices.Contains(rankLines(r.Stdout, rank), w) {
+			if !slices.Contains(rankLines(r.Stdout+r.Stderr, rank), w) {
 				t.Errorf("rank %d's output lacks %q\n%v", rank, w, r)
 			}
 		}
@@ -435,7 +435,7 @@ func wantSays(t testing.TB, r result, want ...string) {
 
 // sshStarted reports whether starts holds the ssh words want (options,
 // host, command) with the rank's environment between host and command:
-// `env SPERLI_LAUNCHED=1 SPERLI_RANK=R … COMMAND` (ssh carries none).
+// `env 'SPERLI_LAUNCHED=1' 'SPERLI_RANK=R' … COMMAND` (ssh carries none).
 func sshStarted(starts []string, host string, rank int, want string) bool {
 	head := fmt.Sprintf("-p 62222 -o BatchMode=yes %s ", host)
 	command, ok := strings.CutPrefix(want, head)
@@ -443,8 +443,8 @@ func sshStarted(starts []string, host string, rank int, want string) bool {
 		return false
 	}
 	for _, s := range starts {
-		rest, ok := strings.CutPrefix(s, head+fmt.Sprintf("env SPERLI_LAUNCHED=1 SPERLI_RANK=%d SPERLI_SIZE=", rank))
-		if ok && strings.HasSuffix(rest, " "+command) && !strings.Contains(rest, "'") {
+		rest, ok := strings.CutPrefix(s, head+fmt.Sprintf("env 'SPERLI_LAUNCHED=1' 'SPERLI_RANK=%d' 'SPERLI_SIZE=", rank))
+		if ok && strings.HasSuffix(rest, " "+command) {
 			return true
 		}
 	}

@@ -286,11 +286,16 @@ func (j *job) checkClean(allowCkpt bool) {
 }
 
 // launcherLines checks that every line of the launcher's stderr begins
-// "sperli: " and returns them without the prefix.
+// "sperli: " and returns them without the prefix; the ranks' own stderr
+// lines ("[rank i] "), the marks of abandoned generations and the notes
+// aside.
 func launcherLines(t testing.TB, r result) []string {
 	t.Helper()
 	var out []string
 	for _, l := range lines(r.Stderr) {
+		if strings.HasPrefix(l, "[rank ") || strings.HasPrefix(l, "--- generation ") || strings.HasPrefix(l, "sperli: note: ") {
+			continue
+		}
 		rest, ok := strings.CutPrefix(l, "sperli: ")
 		if !ok {
 			t.Errorf("launcher line %q does not begin with \"sperli: \"", l)
