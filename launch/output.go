@@ -109,6 +109,8 @@ type outputs struct {
 	verbose  bool
 	dir      string // --output-dir
 	lostErrs []string
+	// onWaiting receives a rank's waiting record (runtime/waiting.go).
+	onWaiting func(rank int, w runtime.WaitRecord)
 }
 
 // stream is one rank's standard output or standard error in one
@@ -127,6 +129,7 @@ type stream struct {
 	all    spool  // the default: every shown line, raw
 	errs   spool  // the rank's error lines, without their marker
 	record spool  // the status record being read
+	wait   []byte // the waiting record being read
 	file   *os.File
 	status *runtime.Status
 	cur    []byte // the start of the current line
@@ -142,7 +145,11 @@ const (
 	lineShown
 	lineStatus
 	lineError
+	lineWaiting
 )
+
+// maxWaiting bounds a waiting record.
+const maxWaiting = 4 << 10
 
 // maxRecord is the largest status record parsed whole; a larger one is
 // read from its head (its small fields come first).
@@ -181,7 +188,7 @@ func (s *stream) Write(p []byte) (int, error) {
 
 // classify reads the first bytes of a line until it knows its kind.
 func (s *stream) classify(p []byte) []byte {
-	prefixes := []string{runtime.StatusPrefix, runtime.ErrorPrefix}
+	prefixes := []string{runtime.StatusPrefix, runtime.ErrorPrefix, runtime.WaitingPrefix}
 	for len(p) > 0 {
 		s.head = append(s.head, p[0])
 		p = p[1:]
@@ -191,7 +198,7 @@ func (s *stream) classify(p []byte) []byte {
 		maybe := false
 		for k, pre := range prefixes {
 			if string(s.head) == pre {
-				s.kind = []lineKind{lineStatus, lineError}[k]
+				s.kind = []lineKind{lineStatus, lineError, lineWaiting}[k]
 				s.head = s.head[:0]
 				return p
 			}
@@ -227,6 +234,10 @@ func (s *stream) add(b []byte) {
 		s.record.Write(b)
 	case lineError:
 		s.errs.Write(b)
+	case lineWaiting:
+		if len(s.wait)+len(b) <= maxWaiting {
+			s.wait = append(s.wait, b...)
+		}
 	default:
 		s.show(b, true)
 	}
@@ -259,6 +270,11 @@ func (s *stream) endLine() {
 		s.record.reset()
 		s.flushErrors()
 	case lineError:
+	case lineWaiting:
+		if w, ok := runtime.ParseWaiting(runtime.WaitingPrefix + string(s.wait)); ok && s.o.onWaiting != nil {
+			s.o.onWaiting(s.rank, w)
+		}
+		s.wait = s.wait[:0]
 	default:
 		if len(bytes.TrimSpace(s.cur)) > 0 {
 			s.last = append(s.last[:0], s.cur...)

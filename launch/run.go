@@ -39,11 +39,12 @@ type Options struct {
 	Self          string   // the sperli binary for `sperli rank`; "" is os.Executable
 	JoinMS        int      // the join window; 0 is the default 30 s
 
-	Live      bool     // --live: each line as it comes
-	OutputDir string   // --output-dir: DIR/rank-i.out and rank-i.err instead
-	Verbose   bool     // -v: the H1612 lines of ranks ended by another too
-	Env       []string // -x, as NAME=VALUE (ParseExports)
-	SSHPort   int      // --ssh-port; 0 is 62222
+	Live      bool          // --live: each line as it comes
+	OutputDir string        // --output-dir: DIR/rank-i.out and rank-i.err instead
+	Verbose   bool          // -v: the H1612 lines of ranks ended by another too
+	Env       []string      // -x, as NAME=VALUE (ParseExports)
+	SSHPort   int           // --ssh-port; 0 is 62222
+	Timeout   time.Duration // --timeout: end the job after it, saying where each rank waits; 0 is none
 
 	Stdout io.Writer // the ranks' standard output
 	Stderr io.Writer // the ranks' standard error, and the launcher's own lines as they happen
@@ -144,7 +145,14 @@ type rankProc struct {
 // Run launches the job and waits for it; it returns the exit status of
 // SPEC §2.
 func Run(ctx context.Context, o Options) int {
-	l := &launcher{o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir}}
+	l := &launcher{o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir},
+		replies: make(chan waitReply, 64), started: time.Now()}
+	l.out.onWaiting = func(rank int, w runtime.WaitRecord) {
+		select {
+		case l.replies <- waitReply{rank, w}:
+		default:
+		}
+	}
 	defer l.closeFiles()
 	return l.run(ctx)
 }
@@ -186,6 +194,13 @@ type launcher struct {
 	lost  map[int]bool // ranks whose loss was said
 	// stopping is set once the launcher kills what is left of the job.
 	stopping bool
+	replies  chan waitReply // waiting records, as the ranks answer
+	started  time.Time
+}
+
+type waitReply struct {
+	rank int
+	w    runtime.WaitRecord
 }
 
 func (l *launcher) say(format string, args ...any) {
@@ -561,6 +576,12 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		go func(p *rankProc) { <-p.ended; endedCh <- p }(p)
 	}
 	var backstop <-chan time.Time
+	var timeout <-chan time.Time
+	if l.o.Timeout > 0 {
+		t := time.NewTimer(l.o.Timeout - time.Since(l.started))
+		defer t.Stop()
+		timeout = t.C
+	}
 	interrupted := false
 	for pending > 0 {
 		select {
@@ -578,9 +599,19 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 			}
 			l.stopAll(procs)
 			backstop = nil
+		case <-timeout:
+			if !interrupted {
+				l.say("--timeout %v passed: ending every rank", l.o.Timeout)
+				l.reportWaiting(procs, endedCh, &pending)
+			}
+			interrupted = true
+			l.stopAll(procs)
 		case s := <-sigs:
 			if !interrupted {
 				l.say("%v: ending every rank", s)
+				if time.Since(l.started) > time.Second {
+					l.reportWaiting(procs, endedCh, &pending)
+				}
 			}
 			interrupted = true
 			l.stopAll(procs)
@@ -754,5 +785,71 @@ func (l *launcher) showOutput(procs []*rankProc, gen uint32, abandoned bool) {
 				l.out.lostErrs = append(l.out.lostErrs, fmt.Sprintf("rank %d: output lost: %v", p.rank, s.all.err))
 			}
 		}
+	}
+}
+
+// waitReplyTime bounds how long the launcher waits for the ranks' waiting
+// records before it ends them.
+const waitReplyTime = 2 * time.Second
+
+// reportWaiting asks every running rank what it waits in (the line
+// "waiting" on its control channel; runtime/waiting.go) and says it, one
+// line per rank, before the job is ended: `rank 1: recv(source 0, tag 7)
+// for 5.0 s`. A rank that ends meanwhile is taken from endedCh and
+// counted in *pending.
+func (l *launcher) reportWaiting(procs []*rankProc, endedCh chan *rankProc, pending *int) {
+	for {
+		select {
+		case <-l.replies: // stale answers
+			continue
+		default:
+		}
+		break
+	}
+	asked := map[int]bool{}
+	for _, p := range procs {
+		if p != nil && !isEnded(p) {
+			if _, err := io.WriteString(p.stdin, "waiting\n"); err == nil {
+				asked[p.rank] = true
+			}
+		}
+	}
+	got := map[int]runtime.WaitRecord{}
+	deadline := time.NewTimer(waitReplyTime)
+	defer deadline.Stop()
+	for len(got) < len(asked) {
+		select {
+		case r := <-l.replies:
+			if asked[r.rank] {
+				got[r.rank] = r.w
+			}
+			continue
+		case p := <-endedCh:
+			*pending--
+			l.ended(p)
+			delete(asked, p.rank)
+			continue
+		case <-deadline.C:
+		}
+		break
+	}
+	l.say("where each rank waits:")
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		var what string
+		w, answered := got[p.rank]
+		switch {
+		case answered && w.Call != "":
+			what = fmt.Sprintf("%s for %.1f s", w.Call, float64(w.MS)/1000)
+		case answered:
+			what = "in no Sperli call (computing)"
+		case isEnded(p):
+			what = fmt.Sprintf("ended (exit status %d)", p.state.ExitCode())
+		default:
+			what = "no answer (not a Sperli rank, or it does not read its control channel)"
+		}
+		l.say("  rank %d: %s", p.rank, what)
 	}
 }

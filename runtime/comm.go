@@ -520,6 +520,7 @@ func (c *Comm) FinishRecv(ctx context.Context, op *RecvOp) ([]byte, error) {
 	}
 	op.busy = true
 	c.mu.Unlock()
+	defer leaveWait(enterWait(recvWait{op.r}))
 	if p := c.peers[op.r.src]; p != nil {
 		p.readFor(ctx, op.r.done)
 	}
