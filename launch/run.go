@@ -44,6 +44,7 @@ type Options struct {
 	Verbose   bool          // -v: the H1612 lines of ranks ended by another too
 	Env       []string      // -x, as NAME=VALUE (ParseExports)
 	SSHPort   int           // --ssh-port; 0 is 62222
+	JobDir    string        // --job: reuse the identity of a `sperli job make` directory
 	Timeout   time.Duration // --timeout: end the job after it, saying where each rank waits; 0 is none
 
 	Stdout io.Writer // the ranks' standard output
@@ -239,8 +240,31 @@ func (l *launcher) run(ctx context.Context) int {
 		l.say("run: missing PROGRAM")
 		return 2
 	}
-	pl, err := Place(o.N, o.HostsFile, o.DenyFile)
-	if err != nil {
+	var jobID *Identity
+	var pl *Placement
+	var err error
+	if o.JobDir != "" {
+		if o.HostsFile != "" {
+			l.say("--job and --hosts: the hosts of a job directory are its own")
+			return 2
+		}
+		var lines []hosts.Line
+		var ckpt string
+		jobID, lines, ckpt, err = LoadJobDir(o.JobDir, o.N)
+		if err != nil {
+			l.say("%v", err)
+			return ExitCode(err)
+		}
+		l.o.N, o.N = len(lines), len(lines)
+		if o.CheckpointDir == "" {
+			l.o.CheckpointDir, o.CheckpointDir = ckpt, ckpt
+		}
+		pl = &Placement{File: filepath.Join(o.JobDir, "rank-0.job"), Lines: lines}
+		if err := hosts.NewRefuser(os.Getenv(hosts.EnvRefused), nil).Check(pl.File, pl.Lines); err != nil {
+			l.say("%v", err)
+			return ExitCode(err)
+		}
+	} else if pl, err = Place(o.N, o.HostsFile, o.DenyFile); err != nil {
 		l.say("%v", err)
 		return ExitCode(err)
 	}
@@ -263,10 +287,12 @@ func (l *launcher) run(ctx context.Context) int {
 			return 1
 		}
 	}
-	id, err := NewIdentity()
-	if err != nil {
-		l.say("%v", err)
-		return 1
+	id := jobID
+	if id == nil {
+		if id, err = NewIdentity(); err != nil {
+			l.say("%v", err)
+			return 1
+		}
 	}
 	failures := os.Getenv(FailureEnv)
 	if _, err := runtime.ParseFailures(failures); err != nil {

@@ -100,6 +100,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
   sperli run -n 3 --output-dir out prog.star     # out/rank-i.out, out/rank-i.err
   sperli run -n 3 -x OMP_NUM_THREADS=1 -x PATH ./solver
   sperli run -n 4 --checkpoint-dir ckpt stencil.star   # restarts from checkpoints
+  sperli run --job job/ stencil.star             # a "sperli job make" job, resumed from its checkpoints
   sperli run --hosts hosts.txt --ssh-port 22 -n 8 prog.star
   sperli run prog.star                           # no -n: no job, comm is None`,
 		Args: cobra.MinimumNArgs(1),
@@ -116,7 +117,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 				return usageErr(cmd, "%v", err)
 			}
 			o.Env = env
-			if !cmd.Flags().Changed("n") && !cmd.Flags().Changed("np") {
+			if !cmd.Flags().Changed("n") && !cmd.Flags().Changed("np") && o.JobDir == "" {
 				if !strings.HasSuffix(o.Program, ".star") {
 					return usageErr(cmd, "run: an executable PROGRAM needs -n")
 				}
@@ -146,6 +147,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.IntVar(&np, "np", 0, "number of ranks (as -n; mpirun's spelling)")
 	f.StringArrayVarP(&exports, "export", "x", nil, "set NAME=VALUE, or pass NAME on, in every rank's environment, remote ranks too (repeatable)")
 	f.IntVar(&o.SSHPort, "ssh-port", launch.DefaultSSHPort, "the port ssh dials on remote hosts")
+	f.StringVar(&o.JobDir, "job", "", "reuse the job identity of a \"sperli job make\" directory (its hosts, certificates, key and checkpoint directory), to resume its checkpoints")
 	f.DurationVar(&o.Timeout, "timeout", 0, "end the job after this long (a Go duration: 90s, 10m), saying which call each rank waits in; exit 1")
 	return cmd
 }
