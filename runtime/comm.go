@@ -513,6 +513,9 @@ func (c *Comm) FinishRecv(ctx context.Context, op *RecvOp) ([]byte, error) {
 	if op == nil {
 		return nil, codes.New(codes.Finished, "finish_recv: no operation")
 	}
+	if err := c.neverMatches(op); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	if _, ok := c.open[op]; !ok || op.busy {
 		c.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"sperli/codes"
 	"sperli/wire"
 )
 
@@ -132,4 +133,23 @@ func ParseWaiting(line string) (WaitRecord, bool) {
 		return WaitRecord{}, false
 	}
 	return w, true
+}
+
+// neverMatches refuses at once, with H1617, a receive that can never be
+// matched: from this rank itself when no send to itself is pending (a
+// send to oneself goes straight to the matcher, so it would have matched
+// already). The receive stays posted: a Go program that sends to itself
+// afterwards may finish it again.
+func (c *Comm) neverMatches(op *RecvOp) error {
+	if op.r.src != c.rank {
+		return nil
+	}
+	select {
+	case <-op.r.done:
+		return nil
+	default:
+	}
+	w := recvWait{op.r}
+	return &codes.Error{Code: codes.Finished, Op: "recv", Rank: c.rank,
+		Msg: fmt.Sprintf("%s can never match: it is from this rank itself and no send to itself is pending (send before you receive)", w)}
 }
