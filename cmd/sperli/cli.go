@@ -57,6 +57,7 @@ func newRoot() *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newRun(), newRank(), newJob(), newBench(), newCodes(), newVersion())
 	root.AddCommand(newBenchRanks()...)
+	root.AddCommand(newMan())
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {

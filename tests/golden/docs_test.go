@@ -52,3 +52,30 @@ func TestDocsStandAlone(t *testing.T) {
 		t.Errorf("no MIT LICENSE: %v", err)
 	}
 }
+
+// TestManPage: docs/sperli.1 is what `sperli man` makes from the commands'
+// help (-update rewrites it), and it documents every flag of sperli run.
+func TestManPage(t *testing.T) {
+	r := run(t, sperli, "man")
+	if r.Code != 0 || r.Stderr != "" {
+		t.Fatalf("sperli man: %v", r)
+	}
+	path := filepath.Join(root, "docs", "sperli.1")
+	if *update {
+		if err := os.WriteFile(path, []byte(r.Stdout), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != r.Stdout {
+		t.Errorf("docs/sperli.1 is not the output of \"sperli man\" (go test ./tests/golden -update rewrites it)")
+	}
+	for _, flag := range []string{"live", "output\\-dir", "timeout", "job", "np", "ssh\\-port", "export", "verbose"} {
+		if !strings.Contains(r.Stdout, ".B \\-\\-"+flag) && !strings.Contains(r.Stdout, ", \\-\\-"+flag) {
+			t.Errorf("sperli man does not document --%s", flag)
+		}
+	}
+}
