@@ -45,6 +45,7 @@ type Options struct {
 	Env       []string      // -x, as NAME=VALUE (ParseExports)
 	SSHPort   int           // --ssh-port; 0 is 62222
 	JobDir    string        // --job: reuse the identity of a `sperli job make` directory
+	Stats     string        // --stats: "" none, "table" or "json"
 	Timeout   time.Duration // --timeout: end the job after it, saying where each rank waits; 0 is none
 
 	Stdout io.Writer // the ranks' standard output
@@ -303,6 +304,10 @@ func (l *launcher) run(ctx context.Context) int {
 		l.say("--restart-max %d: want 0 or more", o.RestartMax)
 		return 2
 	}
+	if err := checkStatsMode(o.Stats); err != nil {
+		l.say("%v", err)
+		return 2
+	}
 	if o.SSHPort < 0 || o.SSHPort > 65535 {
 		l.say("--ssh-port %d: want a port from 1 to 65535", o.SSHPort)
 		return 2
@@ -344,6 +349,11 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 		code, procs, interrupted := l.incarnation(ctx, id, lines, star, inc, failures)
 		again := code == runtime.ExitLost && o.CheckpointDir != "" && ctx.Err() == nil && !interrupted && int(inc) < o.RestartMax
 		l.showOutput(procs, inc, again)
+		if o.Stats != "" && !again {
+			l.out.mu.Lock()
+			writeStats(l.o.Stderr, o.Stats, statsReport(procs), isTerminal(l.o.Stderr))
+			l.out.mu.Unlock()
+		}
 		for _, e := range l.out.lostErrs {
 			l.say("%s", e)
 		}

@@ -254,6 +254,7 @@ func (c *Comm) collective(ctx context.Context, mine wire.Call, argErr string, co
 	v, heard := c.coll.voids[k]
 	c.mu.Unlock()
 	kind := Kind(mine.Kind)
+	countColl(kind)
 	if kind < kindCkptBegin {
 		c.collN++
 		c.failurePoint("collective", c.collN)

@@ -344,6 +344,7 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 	if len(data) > wire.MaxPayload {
 		return nil, &codes.Error{Code: codes.OutOfRange, Op: "send", Rank: -1, Msg: fmt.Sprintf("send: message is %d bytes, limit %d", len(data), wire.MaxPayload)}
 	}
+	countSend(len(data))
 	op := &SendOp{dest: dest}
 	f := &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
 	op.f = f
@@ -388,6 +389,7 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 	if len(data) > wire.MaxPayload {
 		return &codes.Error{Code: codes.OutOfRange, Op: "send", Rank: -1, Msg: fmt.Sprintf("send: message is %d bytes, limit %d", len(data), wire.MaxPayload)}
 	}
+	countSend(len(data))
 	c.mu.Lock()
 	if err := c.callableLocked("send"); err != nil {
 		c.mu.Unlock()

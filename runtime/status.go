@@ -45,6 +45,8 @@ type Status struct {
 	Cause     string `json:"cause,omitempty"` // lost, failed, aborted, launcher
 	CauseRank int    `json:"cause_rank"`      // the rank the cause is about
 	Msg       string `json:"msg,omitempty"`
+	// Stats are the rank's counters (runtime/stats.go), for --stats.
+	Stats *RankStats `json:"stats,omitempty"`
 }
 
 // ExitStatus returns the exit status for a rank that ends with err: 0 for
@@ -88,6 +90,8 @@ func StatusOf(err error) Status {
 func WriteStatus(w io.Writer, err error) {
 	st := StatusOf(err)
 	st.Msg = cutMiddle(st.Msg, maxStatusMsg)
+	rs := Stats()
+	st.Stats = &rs
 	b, _ := json.Marshal(st)
 	fmt.Fprintf(w, "%s%s\n", StatusPrefix, b)
 }

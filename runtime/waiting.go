@@ -46,12 +46,27 @@ var current atomic.Pointer[waitInfo]
 // result) ends that record. Both are cheap (one allocation, two atomic
 // operations): they sit on the receive path.
 func enterWait(what fmt.Stringer) *waitInfo {
+	if rw, ok := what.(recvWait); ok {
+		select {
+		case <-rw.r.done:
+			// Matched already: no wait, no clock; the message counts.
+			countRecv(rw.r)
+			return nil
+		default:
+		}
+	}
 	w := &waitInfo{what: what, since: time.Now()}
 	current.Store(w)
 	return w
 }
 
-func leaveWait(w *waitInfo) { current.CompareAndSwap(w, nil) }
+func leaveWait(w *waitInfo) {
+	if w == nil {
+		return
+	}
+	current.CompareAndSwap(w, nil)
+	countWait(w)
+}
 
 // Waiting returns the call this process waits in and for how long; ""
 // when it waits in none.

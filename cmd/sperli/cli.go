@@ -97,6 +97,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 		Example: `  sperli run -n 4 prog.star --steps 5          # the program gets ["--steps", "5"]
   sperli run --np 4 ./gosum                      # an executable rank (Go, C), mpirun's --np
   sperli run -n 3 --live prog.star               # each line as it comes
+  sperli run -n 4 --stats pi.star                # where the time went, per rank
   sperli run -n 2 --timeout 30s ring.star        # a hang ends and says where each rank waits
   sperli run -n 3 --output-dir out prog.star     # out/rank-i.out, out/rank-i.err
   sperli run -n 3 -x OMP_NUM_THREADS=1 -x PATH ./solver
@@ -149,6 +150,8 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.StringArrayVarP(&exports, "export", "x", nil, "set NAME=VALUE, or pass NAME on, in every rank's environment, remote ranks too (repeatable)")
 	f.IntVar(&o.SSHPort, "ssh-port", launch.DefaultSSHPort, "the port ssh dials on remote hosts")
 	f.StringVar(&o.JobDir, "job", "", "reuse the job identity of a \"sperli job make\" directory (its hosts, certificates, key and checkpoint directory), to resume its checkpoints")
+	f.StringVar(&o.Stats, "stats", "", "at the end, a table per rank of where the time went (--stats=json: one JSON object), on stderr")
+	f.Lookup("stats").NoOptDefVal = "table"
 	f.DurationVar(&o.Timeout, "timeout", 0, "end the job after this long (a Go duration: 90s, 10m), saying which call each rank waits in; exit 1")
 	return cmd
 }
