@@ -2,7 +2,9 @@ package launcher
 
 import (
 	"encoding/json"
+	"os/exec"
 	"path/filepath"
+	"sperli/tests/internal/testbin"
 	"strings"
 	"testing"
 )
@@ -93,5 +95,21 @@ func TestStats(t *testing.T) {
 	}
 	if strings.Contains(r.Stderr, "\x1b") {
 		t.Errorf("the table holds escapes although stderr is no terminal")
+	}
+}
+
+// TestStatsTableInTerminal: on a terminal the --stats table is drawn with
+// lipgloss (box lines).
+func TestStatsTableInTerminal(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "st.star"), statsProgram, 0o644)
+	cmd := exec.Command("script", "-qfec", "'"+sperli+"' run -n 3 --stats st.star", "/dev/null")
+	cmd.Dir, cmd.Env = dir, baseEnv
+	r := testbin.Start(t, cmd).Wait(t, timeout)
+	if r.Code != 0 {
+		t.Fatalf("%v", r)
+	}
+	if !strings.Contains(r.Stdout, "┌") || !strings.Contains(r.Stdout, "│") || !strings.Contains(r.Stdout, "slowest: the others waited for it") {
+		t.Errorf("no lipgloss table on the terminal:\n%s", r.Stdout)
 	}
 }
