@@ -109,6 +109,7 @@ type outputs struct {
 	verbose  bool
 	dir      string // --output-dir
 	lostErrs []string
+	lineBuf  []byte // --live: the line being written, under mu
 	// onWaiting receives a rank's waiting record (runtime/waiting.go).
 	onWaiting func(rank int, w runtime.WaitRecord)
 }
@@ -215,7 +216,8 @@ func (s *stream) classify(p []byte) []byte {
 	}
 	// A shown line: its first bytes are content.
 	s.kind = lineShown
-	h := append([]byte(nil), s.head...)
+	var hb [32]byte
+	h := append(hb[:0], s.head...)
 	s.head = s.head[:0]
 	s.add(h)
 	if h[len(h)-1] == '\n' {
@@ -380,12 +382,14 @@ func (o *outputs) writeLine(w io.Writer, prefix string, line *spool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if line.file == nil {
-		b := make([]byte, 0, len(prefix)+len(line.mem)+1)
-		b = append(append(b, prefix...), line.mem...)
+		b := append(append(o.lineBuf[:0], prefix...), line.mem...)
 		if len(b) == 0 || b[len(b)-1] != '\n' {
 			b = append(b, '\n')
 		}
 		w.Write(b)
+		if cap(b) <= spoolMem+1024 {
+			o.lineBuf = b[:0] // kept for the next line: no garbage per line
+		}
 		return
 	}
 	bw := bufio.NewWriterSize(w, 32<<10)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -147,6 +148,12 @@ type rankProc struct {
 // Run launches the job and waits for it; it returns the exit status of
 // SPEC §2.
 func Run(ctx context.Context, o Options) int {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The launcher's own memory is a few MB whatever the ranks write
+		// (output spills to files); the limit keeps the collector up with
+		// the garbage of a flood of lines also when the machine is busy.
+		debug.SetMemoryLimit(launcherMemLimit)
+	}
 	l := &launcher{o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir},
 		replies: make(chan waitReply, 64), started: time.Now()}
 	l.out.onWaiting = func(rank int, w runtime.WaitRecord) {
@@ -158,6 +165,9 @@ func Run(ctx context.Context, o Options) int {
 	defer l.closeFiles()
 	return l.run(ctx)
 }
+
+// launcherMemLimit is the launcher's soft memory limit (GOMEMLIMIT unset).
+const launcherMemLimit = 48 << 20
 
 // openFiles opens DIR/rank-i.out and rank-i.err of every rank (--output-dir).
 func (l *launcher) openFiles() error {

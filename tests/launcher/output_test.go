@@ -8,9 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +26,10 @@ type counter struct {
 	bad     string // the start of the first line without a prefix
 	atStart bool
 	head    []byte
+	// at, once the counter has seen that many lines, is called before
+	// Write returns: the writer is still blocked in its write then.
+	at     int64
+	onLine func()
 }
 
 var rankPrefix = regexp.MustCompile(`^\[rank \d+\] `)
@@ -49,6 +53,9 @@ func (c *counter) Write(p []byte) (int, error) {
 		if b == '\n' {
 			c.lines++
 			c.atStart = true
+			if c.lines == c.at && c.onLine != nil {
+				c.onLine()
+			}
 		}
 	}
 	return len(p), nil
@@ -79,9 +86,29 @@ yes '%s' | head -n %d >&2
 			cmd.Dir, cmd.Env = dir, baseEnv
 			out, errs := newCounter(), newCounter()
 			cmd.Stdout, cmd.Stderr = out, errs
+			// The launcher's peak resident memory is its VmHWM, read while
+			// it is blocked writing its last line of each stream (rusage's
+			// maxrss would also hold this test process's size, recorded
+			// when the launcher's exec replaced the memory it shared with
+			// it).
+			var peakMu sync.Mutex
+			var peakKB int64
+			var pid int
+			sample := func() {
+				peakMu.Lock()
+				defer peakMu.Unlock()
+				if kb := vmHWM(pid); kb > peakKB {
+					peakKB = kb
+				}
+			}
+			out.at, out.onLine = 2*each, sample
+			errs.at, errs.onLine = 2*each, sample
+			peakMu.Lock()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			pid = cmd.Process.Pid
+			peakMu.Unlock()
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
 			select {
@@ -94,8 +121,10 @@ yes '%s' | head -n %d >&2
 				<-done
 				t.Fatal("sperli run -n 2 loud.sh did not end within 10 minutes")
 			}
-			ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-			peakMB := ru.Maxrss / 1024 // Linux: kilobytes
+			peakMB := peakKB / 1024
+			if peakKB == 0 {
+				t.Errorf("the launcher's VmHWM was never read")
+			}
 			t.Logf("%d MB of output: launcher peak RSS %d MB (stdout %d bytes, stderr %d bytes)", tc.mb, peakMB, out.bytes, errs.bytes)
 			if peakMB >= 100 {
 				t.Errorf("launcher peak RSS %d MB for %d MB of output, want under 100 MB", peakMB, tc.mb)
@@ -114,6 +143,21 @@ yes '%s' | head -n %d >&2
 			}
 		})
 	}
+}
+
+// vmHWM is the peak resident memory of process pid in kB (0 when gone).
+func vmHWM(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb
+		}
+	}
+	return 0
 }
 
 // TestBigError: a rank that fails with a 20 MiB message is reported as
@@ -167,11 +211,12 @@ echo "second line of $SPERLI_RANK"
 			}
 			cmd := exec.Command("script", "-qfec", fmt.Sprintf("'%s' run %s '%s'", sperli, flags, prog), "/dev/null")
 			cmd.Dir, cmd.Env = dir, withEnv("NO_COLOR=1")
-			p := testbin.Start(t, cmd)
+			out := &syncBuffer{}
+			p := startInto(t, cmd, out)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			seen := func() bool {
-				s := p.Stdout.String()
+				s := out.String()
 				return strings.Contains(s, "[rank 0] first line of 0") && strings.Contains(s, "[rank 1] first line of 1")
 			}
 			if live {
@@ -180,7 +225,7 @@ echo "second line of $SPERLI_RANK"
 					r := p.Wait(t, timeout)
 					t.Fatalf("--live: the first lines did not show while the ranks ran\n%v", r)
 				}
-				if s := p.Stdout.String(); strings.Contains(s, "second line") {
+				if s := out.String(); strings.Contains(s, "second line") {
 					t.Errorf("a second line shows before the gate opened: %q", s)
 				}
 			} else {
@@ -192,7 +237,7 @@ echo "second line of $SPERLI_RANK"
 					t.Fatalf("the ranks did not print their first line\n%v", p.Wait(t, timeout))
 				}
 				if seen() {
-					t.Errorf("without --live a line showed before the ranks ended: %q", p.Stdout.String())
+					t.Errorf("without --live a line showed before the ranks ended: %q", out.String())
 				}
 			}
 			if err := os.WriteFile(gate, nil, 0o644); err != nil {
@@ -331,4 +376,66 @@ func TestHandStartedNoRecord(t *testing.T) {
 			}
 		})
 	}
+}
+
+// syncBuffer is a buffer a test may read while a process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// syncProc is a process whose standard output goes to a syncBuffer.
+type syncProc struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+// startInto starts cmd with its standard output (and error) in out; the
+// process and everything it started are killed when the test ends, if
+// still running.
+func startInto(t *testing.T, cmd *exec.Cmd, out *syncBuffer) *syncProc {
+	t.Helper()
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &syncProc{cmd: cmd, out: out, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			testbin.KillTree(cmd.Process.Pid)
+			<-p.done
+		}
+	})
+	return p
+}
+
+// Wait waits at most d for the process to end, else kills it and fails.
+func (p *syncProc) Wait(t *testing.T, d time.Duration) result {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		testbin.KillTree(p.cmd.Process.Pid)
+		<-p.done
+		t.Fatalf("%q did not end within %v\n%s", p.cmd.Args, d, p.out.String())
+	}
+	return result{Code: p.cmd.ProcessState.ExitCode(), Stdout: p.out.String()}
 }
