@@ -79,6 +79,12 @@ func run(t *testing.T, name string, args ...string) result {
 	return testbin.Start(t, cmd).Wait(t, jobTimeout)
 }
 
+// run2 runs cmd as it is to its end, within jobTimeout.
+func run2(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
+	return testbin.Start(t, cmd).Wait(t, jobTimeout)
+}
+
 func check(t *testing.T, name, got string) { t.Helper(); testbin.Golden(t, name, got, *update) }
 
 // wantSumLine fails unless out has the exact line of SPEC §16 (with
