@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"sperli/codes"
@@ -37,15 +38,37 @@ import (
 // in a temporary file, unlinked as soon as it is made, so it is gone when
 // the launcher ends whatever way it ends.
 
-// spoolMem is how much of a spool stays in memory.
-const spoolMem = 64 << 10
+// spoolMem is how much of a spool stays in memory, and memBudget how
+// much all the spools of a launcher keep in memory together (a job of
+// thousands of ranks spills sooner).
+const (
+	spoolMem  = 64 << 10
+	memBudget = 8 << 20
+)
 
 // spool is a byte buffer that spills to an unlinked temporary file.
 type spool struct {
-	mem  []byte
-	file *os.File
-	size int64
-	err  error // the first failure to spill: output was lost
+	mem    []byte
+	file   *os.File
+	size   int64
+	err    error         // the first failure to spill: output was lost
+	budget *atomic.Int64 // the memory the spools hold together; nil is none
+}
+
+// fits reports whether n more bytes may stay in memory, and takes them
+// from the budget.
+func (s *spool) fits(n int) bool {
+	if len(s.mem)+n > spoolMem {
+		return false
+	}
+	if s.budget == nil {
+		return true
+	}
+	if s.budget.Add(int64(n)) > memBudget {
+		s.budget.Add(-int64(n))
+		return false
+	}
+	return true
 }
 
 func (s *spool) Write(p []byte) (int, error) {
@@ -53,7 +76,7 @@ func (s *spool) Write(p []byte) (int, error) {
 	if s.err != nil {
 		return n, nil
 	}
-	if s.file == nil && len(s.mem)+len(p) <= spoolMem {
+	if s.file == nil && s.fits(n) {
 		s.mem = append(s.mem, p...)
 		s.size += int64(n)
 		return n, nil
@@ -70,6 +93,7 @@ func (s *spool) Write(p []byte) (int, error) {
 			s.err = err
 			return n, nil
 		}
+		s.release()
 		s.file, s.mem = f, nil
 	}
 	if _, err := s.file.Write(p); err != nil {
@@ -94,7 +118,15 @@ func (s *spool) reset() {
 		s.file.Close()
 		s.file = nil
 	}
+	s.release()
 	s.mem, s.size = s.mem[:0], 0
+}
+
+// release gives the spool's memory back to the budget.
+func (s *spool) release() {
+	if s.budget != nil && s.file == nil {
+		s.budget.Add(-int64(len(s.mem)))
+	}
 }
 
 func (s *spool) Len() int64 { return s.size }
@@ -109,7 +141,8 @@ type outputs struct {
 	verbose  bool
 	dir      string // --output-dir
 	lostErrs []string
-	lineBuf  []byte // --live: the line being written, under mu
+	lineBuf  []byte       // --live: the line being written, under mu
+	memUsed  atomic.Int64 // what the spools hold in memory together
 	// onWaiting receives a rank's waiting record (runtime/waiting.go).
 	onWaiting func(rank int, w runtime.WaitRecord)
 }
@@ -157,7 +190,11 @@ const maxWaiting = 4 << 10
 const maxRecord = 1 << 20
 
 func newStream(o *outputs, rank int, isErr bool, gen uint32, file *os.File) *stream {
-	return &stream{o: o, rank: rank, isErr: isErr, gen: gen, prefix: Prefix(rank, o.color), file: file}
+	s := &stream{o: o, rank: rank, isErr: isErr, gen: gen, prefix: Prefix(rank, o.color), file: file}
+	for _, sp := range []*spool{&s.line, &s.all, &s.errs, &s.record} {
+		sp.budget = &o.memUsed
+	}
+	return s
 }
 
 // Write takes what the rank wrote; it never fails (a rank is never

@@ -183,3 +183,40 @@ func TestOneLine(t *testing.T) {
 		t.Errorf("OneLine of 5000 bytes is %d bytes long", len(got))
 	}
 }
+
+// TestSpoolBudget: the spools of one launcher keep at most memBudget bytes
+// in memory together, however many ranks write; every byte comes back, and
+// what they held is returned when they are emptied.
+func TestSpoolBudget(t *testing.T) {
+	o := &outputs{}
+	var streams []*stream
+	chunk := bytes.Repeat([]byte("0123456789abcde\n"), 1024) // 16 KiB
+	for r := 0; r < 300; r++ {
+		s := newStream(o, r, false, 0, nil)
+		for i := 0; i < 4; i++ {
+			s.Write(chunk)
+		}
+		streams = append(streams, s)
+	}
+	held := int64(0)
+	for _, s := range streams {
+		held += int64(len(s.all.mem))
+	}
+	if held > memBudget || o.memUsed.Load() > memBudget {
+		t.Errorf("the spools hold %d bytes in memory (budget says %d), want at most %d", held, o.memUsed.Load(), memBudget)
+	}
+	if held != o.memUsed.Load() {
+		t.Errorf("the spools hold %d bytes, the budget counts %d", held, o.memUsed.Load())
+	}
+	for _, s := range streams {
+		var got bytes.Buffer
+		got.ReadFrom(s.all.reader())
+		if got.Len() != 4*len(chunk) {
+			t.Fatalf("rank %d: %d bytes back, want %d", s.rank, got.Len(), 4*len(chunk))
+		}
+		s.release()
+	}
+	if n := o.memUsed.Load(); n != 0 {
+		t.Errorf("after every spool was emptied the budget still counts %d bytes", n)
+	}
+}
