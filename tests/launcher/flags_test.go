@@ -86,11 +86,15 @@ func TestRemoteCommand(t *testing.T) {
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	log := filepath.Join(dir, "ssh.log")
+	logs := filepath.Join(dir, "ssh-logs")
+	if err := os.Mkdir(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// An ssh stand-in that logs its words, then runs the command as sshd
 	// does: the words after the host joined by blanks, given to sh -c, in
 	// an environment without the launcher's variables.
-	writeFile(t, filepath.Join(bin, "ssh"), "#!/bin/sh\nfor w in \"$@\"; do printf '%s|' \"$w\" >> '"+log+"'; done\necho >> '"+log+"'\nshift 5\nexec env -i PATH=/usr/bin:/bin sh -c \"$*\"\n", 0o755)
+	// Each ssh logs into a file of its own (the two run at once).
+	writeFile(t, filepath.Join(bin, "ssh"), "#!/bin/sh\nlog='"+logs+"'/ssh.$$\nfor w in \"$@\"; do printf '%s|' \"$w\" >> \"$log\"; done\necho >> \"$log\"\nshift 5\nexec env -i PATH=/usr/bin:/bin sh -c \"$*\"\n", 0o755)
 	hostsFile := writeFile(t, filepath.Join(dir, "hosts"), "node1.example\nnode2.example\n", 0o644)
 	prog := envProgram(t, dir)
 	r := sperliRun(t, withEnv("PATH="+bin+":"+os.Getenv("PATH")), dir, "run", "-n", "2", "--hosts", hostsFile, "--ssh-port", "2222", "-x", "FOO=a b", prog)
@@ -104,11 +108,15 @@ func TestRemoteCommand(t *testing.T) {
 			t.Errorf("remote rank %d printed %q, want %q", rank, got, want)
 		}
 	}
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
+	files, _ := filepath.Glob(filepath.Join(logs, "ssh.*"))
+	var got []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, lines(string(b))...)
 	}
-	got := lines(string(b))
 	if len(got) != 2 {
 		t.Fatalf("ssh started %d times, want 2: %q", len(got), got)
 	}
