@@ -143,6 +143,7 @@ type outputs struct {
 	lostErrs []string
 	lineBuf  []byte       // --live: the line being written, under mu
 	memUsed  atomic.Int64 // what the spools hold in memory together
+	ending   atomic.Bool  // the launcher is ending the job itself
 	// onWaiting receives a rank's waiting record (runtime/waiting.go).
 	onWaiting func(rank int, w runtime.WaitRecord)
 }
@@ -340,7 +341,9 @@ func (s *stream) flushErrors() {
 	if s.errs.Len() == 0 {
 		return
 	}
-	hide := s.file == nil && s.status != nil && s.status.Code == codes.JobEnded.String() && !s.o.verbose
+	// Hidden without -v: the H1612 of a rank ended by another, and the
+	// errors of ranks that saw their peers go as the launcher ended the job.
+	hide := s.file == nil && !s.o.verbose && (s.o.ending.Load() || s.status != nil && s.status.Code == codes.JobEnded.String())
 	if !hide {
 		// Each line as a shown line.
 		r := bufio.NewReaderSize(s.errs.reader(), 32<<10)

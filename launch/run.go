@@ -355,6 +355,7 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 		// Each incarnation says its own losses and restarts, even when
 		// they read as those of an earlier one (the same rank lost twice).
 		l.lost, l.stopping, l.lines = nil, false, nil
+		l.out.ending.Store(false)
 		l.mu.Unlock()
 		code, procs, interrupted := l.incarnation(ctx, id, lines, star, inc, failures)
 		again := code == runtime.ExitLost && o.CheckpointDir != "" && ctx.Err() == nil && !interrupted && int(inc) < o.RestartMax
@@ -751,6 +752,7 @@ func (l *launcher) outcome(procs []*rankProc) int {
 // its process group is killed.
 func (l *launcher) stopAll(procs []*rankProc) {
 	l.stopping = true
+	l.out.ending.Store(true)
 	for _, p := range procs {
 		if p == nil || isEnded(p) {
 			continue

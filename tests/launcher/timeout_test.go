@@ -46,6 +46,13 @@ func wantWaits(t *testing.T, r result, head string, n int) {
 			t.Errorf("line %q, want %s", got[i+2+k], w)
 		}
 	}
+	// A rank that saw its peers killed as the launcher ended the job has
+	// nothing to add (shown with -v only).
+	for rank := 0; rank < n; rank++ {
+		if l := rankLines(r.Stderr, rank); len(l) > 0 {
+			t.Errorf("rank %d's errors after the launcher ended the job are shown: %q", rank, l)
+		}
+	}
 }
 
 // TestTimeout: --timeout on a deadlock ends the job with exit status 1
