@@ -18,6 +18,9 @@ type Identity struct {
 	CA      *pki.CA
 	JobPub  *pki.PublicKey
 	JobPriv *pki.PrivateKey
+	// fixed, for a job directory (LoadJobDir), is every rank's
+	// certificate and key: there is no CA key to issue new ones.
+	fixed []fixedCert
 }
 
 // NewIdentity makes a fresh job identity.
@@ -55,9 +58,19 @@ type Spec struct {
 // token, and the job secret for rank 0.
 func (id *Identity) Describe(s Spec, rank int) (*runtime.Job, error) {
 	host := s.Hosts[rank].Host
-	certDER, key, err := id.CA.Issue(id.ID, rank, host, s.Expires.Add(24*time.Hour))
-	if err != nil {
-		return nil, fmt.Errorf("issuing the certificate of rank %d: %w", rank, err)
+	var certDER, seed []byte
+	if id.fixed != nil {
+		f := id.fixed[rank]
+		if f.host != host {
+			return nil, fmt.Errorf("rank %d must run on %s, the host of its certificate (the job directory has no CA key to issue one for %s)", rank, f.host, host)
+		}
+		certDER, seed = f.cert, f.key
+	} else {
+		der, key, err := id.CA.Issue(id.ID, rank, host, s.Expires.Add(24*time.Hour))
+		if err != nil {
+			return nil, fmt.Errorf("issuing the certificate of rank %d: %w", rank, err)
+		}
+		certDER, seed = der, key.Seed()
 	}
 	tok, err := pki.Token{Job: id.ID, Rank: rank, Size: s.Size, Incarnation: s.Incarnation, Host: host, Expires: s.Expires}.Sign(id.JobPriv)
 	if err != nil {
@@ -76,7 +89,7 @@ func (id *Identity) Describe(s Spec, rank int) (*runtime.Job, error) {
 		Hosts:         s.Hosts,
 		CA:            id.CA.CertDER,
 		Cert:          certDER,
-		Key:           key.Seed(),
+		Key:           seed,
 		JobKey:        pubBytes,
 		Token:         tok,
 		SilenceMS:     s.SilenceMS,

@@ -2,16 +2,17 @@ package launch
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,8 +40,17 @@ type Options struct {
 	Self          string   // the sperli binary for `sperli rank`; "" is os.Executable
 	JoinMS        int      // the join window; 0 is the default 30 s
 
-	Stdout io.Writer // rank output, after the ranks ended
-	Stderr io.Writer // the launcher's own lines, as they happen
+	Live      bool          // --live: each line as it comes
+	OutputDir string        // --output-dir: DIR/rank-i.out and rank-i.err instead
+	Verbose   bool          // -v: the H1612 lines of ranks ended by another too
+	Env       []string      // -x, as NAME=VALUE (ParseExports)
+	SSHPort   int           // --ssh-port; 0 is 62222
+	JobDir    string        // --job: reuse the identity of a `sperli job make` directory
+	Stats     string        // --stats: "" none, "table" or "json"
+	Timeout   time.Duration // --timeout: end the job after it, saying where each rank waits; 0 is none
+
+	Stdout io.Writer // the ranks' standard output
+	Stderr io.Writer // the ranks' standard error, and the launcher's own lines as they happen
 	Color  bool      // style the rank prefixes
 }
 
@@ -126,8 +136,8 @@ type rankProc struct {
 	remote bool // started through ssh
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stdout bytes.Buffer
-	stderr bytes.Buffer
+	stdout *stream
+	stderr *stream
 	ended  chan struct{}
 	state  *os.ProcessState
 	err    error
@@ -138,17 +148,71 @@ type rankProc struct {
 // Run launches the job and waits for it; it returns the exit status of
 // SPEC §2.
 func Run(ctx context.Context, o Options) int {
-	l := &launcher{o: o}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The launcher's own memory is a few MB whatever the ranks write
+		// (output spills to files); the limit keeps the collector up with
+		// the garbage of a flood of lines also when the machine is busy.
+		debug.SetMemoryLimit(launcherMemLimit)
+	}
+	l := &launcher{o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir},
+		replies: make(chan waitReply, 64), started: time.Now()}
+	l.out.onWaiting = func(rank int, w runtime.WaitRecord) {
+		select {
+		case l.replies <- waitReply{rank, w}:
+		default:
+		}
+	}
+	defer l.closeFiles()
 	return l.run(ctx)
+}
+
+// launcherMemLimit is the launcher's soft memory limit (GOMEMLIMIT unset).
+const launcherMemLimit = 48 << 20
+
+// openFiles opens DIR/rank-i.out and rank-i.err of every rank (--output-dir).
+func (l *launcher) openFiles() error {
+	if err := os.MkdirAll(l.o.OutputDir, 0o755); err != nil {
+		return usage("--output-dir %s: %v", l.o.OutputDir, unwrapPath(err))
+	}
+	l.files = make([][2]*os.File, l.o.N)
+	for r := range l.files {
+		for i, ext := range []string{"out", "err"} {
+			f, err := openOutputFile(l.o.OutputDir, r, ext)
+			if err != nil {
+				return usage("--output-dir %s: %v", l.o.OutputDir, err)
+			}
+			l.files[r][i] = f
+		}
+	}
+	return nil
+}
+
+func (l *launcher) closeFiles() {
+	for _, fs := range l.files {
+		for _, f := range fs {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
 }
 
 type launcher struct {
 	o     Options
+	out   *outputs
+	files [][2]*os.File // --output-dir: rank-i.out and rank-i.err
 	mu    sync.Mutex
 	lines []string     // launcher lines said already in this incarnation, to say each once
 	lost  map[int]bool // ranks whose loss was said
 	// stopping is set once the launcher kills what is left of the job.
 	stopping bool
+	replies  chan waitReply // waiting records, as the ranks answer
+	started  time.Time
+}
+
+type waitReply struct {
+	rank int
+	w    runtime.WaitRecord
 }
 
 func (l *launcher) say(format string, args ...any) {
@@ -161,7 +225,9 @@ func (l *launcher) say(format string, args ...any) {
 		}
 	}
 	l.lines = append(l.lines, msg)
+	l.out.mu.Lock()
 	fmt.Fprintf(l.o.Stderr, "sperli: %s\n", msg)
+	l.out.mu.Unlock()
 }
 
 // sayLost says once per rank that it was lost, and why: the first rank to
@@ -185,8 +251,31 @@ func (l *launcher) run(ctx context.Context) int {
 		l.say("run: missing PROGRAM")
 		return 2
 	}
-	pl, err := Place(o.N, o.HostsFile, o.DenyFile)
-	if err != nil {
+	var jobID *Identity
+	var pl *Placement
+	var err error
+	if o.JobDir != "" {
+		if o.HostsFile != "" {
+			l.say("--job and --hosts: the hosts of a job directory are its own")
+			return 2
+		}
+		var lines []hosts.Line
+		var ckpt string
+		jobID, lines, ckpt, err = LoadJobDir(o.JobDir, o.N)
+		if err != nil {
+			l.say("%v", err)
+			return ExitCode(err)
+		}
+		l.o.N, o.N = len(lines), len(lines)
+		if o.CheckpointDir == "" {
+			l.o.CheckpointDir, o.CheckpointDir = ckpt, ckpt
+		}
+		pl = &Placement{File: filepath.Join(o.JobDir, "rank-0.job"), Lines: lines}
+		if err := hosts.NewRefuser(os.Getenv(hosts.EnvRefused), nil).Check(pl.File, pl.Lines); err != nil {
+			l.say("%v", err)
+			return ExitCode(err)
+		}
+	} else if pl, err = Place(o.N, o.HostsFile, o.DenyFile); err != nil {
 		l.say("%v", err)
 		return ExitCode(err)
 	}
@@ -195,8 +284,12 @@ func (l *launcher) run(ctx context.Context) int {
 		return 2
 	}
 	star := strings.HasSuffix(o.Program, ".star")
-	if _, err := os.Stat(o.Program); err != nil {
-		l.say("program %s: %v", o.Program, errors.Unwrap(err))
+	infos := make([]lineInfo, o.N)
+	for r := range infos {
+		infos[r] = lineInfo{host: pl.Lines[r].Host}
+	}
+	if err := preflight(o, infos, star); err != nil {
+		l.say("%v", err)
 		return 2
 	}
 	if l.o.Self == "" {
@@ -205,10 +298,12 @@ func (l *launcher) run(ctx context.Context) int {
 			return 1
 		}
 	}
-	id, err := NewIdentity()
-	if err != nil {
-		l.say("%v", err)
-		return 1
+	id := jobID
+	if id == nil {
+		if id, err = NewIdentity(); err != nil {
+			l.say("%v", err)
+			return 1
+		}
 	}
 	failures := os.Getenv(FailureEnv)
 	if _, err := runtime.ParseFailures(failures); err != nil {
@@ -218,6 +313,27 @@ func (l *launcher) run(ctx context.Context) int {
 	if o.RestartMax < 0 {
 		l.say("--restart-max %d: want 0 or more", o.RestartMax)
 		return 2
+	}
+	if err := checkStatsMode(o.Stats); err != nil {
+		l.say("%v", err)
+		return 2
+	}
+	if o.SSHPort < 0 || o.SSHPort > 65535 {
+		l.say("--ssh-port %d: want a port from 1 to 65535", o.SSHPort)
+		return 2
+	}
+	local := make([]string, o.N)
+	for r := range local {
+		local[r] = pl.Lines[r].Host
+	}
+	if note := oversubscribed(local); note != "" {
+		l.say("%s", note)
+	}
+	if o.OutputDir != "" {
+		if err := l.openFiles(); err != nil {
+			l.say("%v", err)
+			return 2
+		}
 	}
 	return l.restarts(ctx, id, pl, star, failures)
 }
@@ -239,13 +355,33 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 		// Each incarnation says its own losses and restarts, even when
 		// they read as those of an earlier one (the same rank lost twice).
 		l.lost, l.stopping, l.lines = nil, false, nil
+		l.out.ending.Store(false)
 		l.mu.Unlock()
-		code := l.incarnation(ctx, id, lines, star, inc, failures)
-		if code != runtime.ExitLost || o.CheckpointDir == "" || ctx.Err() != nil {
+		code, procs, interrupted := l.incarnation(ctx, id, lines, star, inc, failures)
+		again := code == runtime.ExitLost && o.CheckpointDir != "" && ctx.Err() == nil && !interrupted && int(inc) < o.RestartMax
+		l.showOutput(procs, inc, again)
+		if o.Stats != "" && !again {
+			l.out.mu.Lock()
+			writeStats(l.o.Stderr, o.Stats, statsReport(procs), isTerminal(l.o.Stderr))
+			l.out.mu.Unlock()
+		}
+		for _, e := range l.out.lostErrs {
+			l.say("%s", e)
+		}
+		l.out.lostErrs = nil
+		if code == runtime.ExitFail && !interrupted {
+			l.mu.Lock()
+			lost := maps.Clone(l.lost)
+			l.mu.Unlock()
+			if cause := failureCause(procs, mustGetwd(), lost); cause != "" {
+				l.say("%s", cause)
+			}
+		}
+		if code != runtime.ExitLost || o.CheckpointDir == "" || ctx.Err() != nil || interrupted {
 			return code
 		}
 		lost := l.lostRanks()
-		if int(inc) >= o.RestartMax {
+		if !again {
 			l.say("rank %s lost and no restart left (%d of %d used)", joinInts(lost), inc, o.RestartMax)
 			return code
 		}
@@ -291,8 +427,9 @@ func lineName(file string, l hosts.Line) string {
 	return fmt.Sprintf("%s:%d", file, l.Line)
 }
 
-// incarnation starts every rank of one incarnation and waits for them.
-func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.Line, star bool, inc uint32, failures string) int {
+// incarnation starts every rank of one incarnation and waits for them; it
+// returns the exit status, the ranks and whether it was interrupted.
+func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.Line, star bool, inc uint32, failures string) (int, []*rankProc, bool) {
 	o := l.o
 	n := o.N
 	table := make([]runtime.Host, n)
@@ -311,13 +448,13 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 			ln, err := net.Listen("tcp", net.JoinHostPort(hosts.ListenHost(line.Host), "0"))
 			if err != nil {
 				l.say("rank %d: cannot listen on %s: %v", r, line.Host, err)
-				return 1
+				return 1, nil, false
 			}
 			f, err := ln.(*net.TCPListener).File()
 			ln.Close()
 			if err != nil {
 				l.say("rank %d: %v", r, err)
-				return 1
+				return 1, nil, false
 			}
 			listeners[r] = f
 			table[r] = runtime.Host{Host: line.Host, Port: portOf(ln.Addr())}
@@ -347,42 +484,60 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 		progAbs = filepath.Join(mustGetwd(), progAbs)
 	}
 
+	hostNames := make([]string, n)
+	for r := range hostNames {
+		hostNames[r] = table[r].Host
+	}
 	procs := make([]*rankProc, n)
 	for r := 0; r < n; r++ {
 		j, err := id.Describe(spec, r)
 		if err != nil {
 			l.say("%v", err)
 			l.stopAll(procs)
-			return 1
+			return 1, procs, false
 		}
 		local := listeners[r] != nil
 		p := &rankProc{rank: r, host: table[r].Host, remote: !local, ended: make(chan struct{})}
-		argv := rankArgv(o, star, local, table[r].Host, wdir, progAbs)
+		env := rankEnv(r, hostNames, o.Env)
+		argv := rankArgv(o, star, local, table[r].Host, wdir, progAbs, env)
 		p.cmd = exec.Command(argv[0], argv[1:]...)
 		if local {
 			j.ListenFD = 3
 			p.cmd.ExtraFiles = []*os.File{listeners[r]}
 			p.cmd.Dir = wdir
+			p.cmd.Env = append(os.Environ(), env...)
 		}
-		p.cmd.Stdout = &p.stdout
-		p.cmd.Stderr = &p.stderr
+		var fo, fe *os.File
+		if l.files != nil {
+			fo, fe = l.files[r][0], l.files[r][1]
+			fmt.Fprintf(fo, "--- generation %d\n", inc)
+			fmt.Fprintf(fe, "--- generation %d\n", inc)
+		}
+		p.stdout = newStream(l.out, r, false, inc, fo)
+		p.stderr = newStream(l.out, r, true, inc, fe)
+		p.cmd.Stdout = p.stdout
+		p.cmd.Stderr = p.stderr
+		p.cmd.WaitDelay = 5 * time.Second
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		stdin, err := p.cmd.StdinPipe()
 		if err != nil {
 			l.say("rank %d: %v", r, err)
 			l.stopAll(procs)
-			return 1
+			return 1, procs, false
 		}
 		p.stdin = stdin
 		if err := p.cmd.Start(); err != nil {
 			l.say("rank %d on %s: cannot start %s: %v", r, table[r].Host, argv[0], err)
 			l.stopAll(procs)
-			return 1
+			return 1, procs, false
 		}
 		procs[r] = p
 		go func() {
 			p.err = p.cmd.Wait()
 			p.state = p.cmd.ProcessState
+			p.stdout.close()
+			p.stderr.close()
+			p.status = p.stderr.status
 			close(p.ended)
 		}()
 		line := append(j.Encode(), '\n')
@@ -409,7 +564,7 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 // `ssh -p 62222 -o BatchMode=yes HOST WORD...`, every word shell-quoted.
 // A remote executable PROGRAM given by a relative path is sent as progAbs:
 // ssh starts the command in the remote home, not in DIR.
-func rankArgv(o Options, star, local bool, host, wdir, progAbs string) []string {
+func rankArgv(o Options, star, local bool, host, wdir, progAbs string, env []string) []string {
 	var argv []string
 	if star {
 		argv = []string{o.Self, "rank"}
@@ -433,7 +588,7 @@ func rankArgv(o Options, star, local bool, host, wdir, progAbs string) []string 
 	if local {
 		return argv
 	}
-	return hosts.SSHArgv(host, argv)
+	return sshArgv(o.SSHPort, host, env, argv)
 }
 
 func mustGetwd() string {
@@ -453,7 +608,7 @@ func portOf(a net.Addr) int {
 // wait waits for every rank to end. After a rank ends badly the others are
 // given the silence limit and a margin to end on their own (they detect it
 // themselves), then they are killed; an interrupt kills them at once.
-func (l *launcher) wait(ctx context.Context, procs []*rankProc) int {
+func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankProc, bool) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -468,6 +623,12 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) int {
 		go func(p *rankProc) { <-p.ended; endedCh <- p }(p)
 	}
 	var backstop <-chan time.Time
+	var timeout <-chan time.Time
+	if l.o.Timeout > 0 {
+		t := time.NewTimer(l.o.Timeout - time.Since(l.started))
+		defer t.Stop()
+		timeout = t.C
+	}
 	interrupted := false
 	for pending > 0 {
 		select {
@@ -485,9 +646,19 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) int {
 			}
 			l.stopAll(procs)
 			backstop = nil
+		case <-timeout:
+			if !interrupted {
+				l.say("--timeout %v passed: ending every rank", l.o.Timeout)
+				l.reportWaiting(procs, endedCh, &pending)
+			}
+			interrupted = true
+			l.stopAll(procs)
 		case s := <-sigs:
 			if !interrupted {
 				l.say("%v: ending every rank", s)
+				if time.Since(l.started) > time.Second {
+					l.reportWaiting(procs, endedCh, &pending)
+				}
 			}
 			interrupted = true
 			l.stopAll(procs)
@@ -496,11 +667,10 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) int {
 			l.stopAll(procs)
 		}
 	}
-	l.printOutput(procs)
 	if interrupted {
-		return 1
+		return 1, procs, true
 	}
-	return l.outcome(procs)
+	return l.outcome(procs), procs, false
 }
 
 func isEnded(p *rankProc) bool {
@@ -514,7 +684,6 @@ func isEnded(p *rankProc) bool {
 
 // ended reads a rank's status record and says at once what is worth saying.
 func (l *launcher) ended(p *rankProc) {
-	p.status = lastStatus(p.stderr.Bytes())
 	ws, _ := p.state.Sys().(syscall.WaitStatus)
 	switch {
 	case l.stopping:
@@ -541,12 +710,7 @@ const sshFailed = 255
 // sshReason says why a remote rank whose ssh ended with 255 is lost, with
 // the last line of its standard error (ssh's message, when ssh failed).
 func sshReason(p *rankProc) string {
-	var last string
-	for _, l := range strings.Split(string(p.stderr.Bytes()), "\n") {
-		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, runtime.StatusPrefix) {
-			last = l
-		}
-	}
+	last := p.stderr.lastLine()
 	if last == "" {
 		return fmt.Sprintf("ssh to %s ended with exit status %d before the rank's status record, with no message (the rank was killed, or the connection broke)", p.host, sshFailed)
 	}
@@ -588,6 +752,7 @@ func (l *launcher) outcome(procs []*rankProc) int {
 // its process group is killed.
 func (l *launcher) stopAll(procs []*rankProc) {
 	l.stopping = true
+	l.out.ending.Store(true)
 	for _, p := range procs {
 		if p == nil || isEnded(p) {
 			continue
@@ -600,48 +765,139 @@ func (l *launcher) stopAll(procs []*rankProc) {
 	}
 }
 
-// lastStatus finds the status record in a rank's standard error.
-func lastStatus(stderr []byte) *runtime.Status {
-	var st *runtime.Status
-	sc := bufio.NewScanner(bytes.NewReader(stderr))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		if s, ok := runtime.ParseStatus(sc.Text()); ok {
-			st = &s
+// showOutput shows every rank's output in rank order (unless it was
+// shown as it came, or written to --output-dir): for each rank its
+// standard output lines on the launcher's standard output, then its
+// standard error lines on the launcher's standard error, each prefixed
+// "[rank i] ". The output of an abandoned generation (the job starts
+// again) is marked on each stream it is shown on.
+func (l *launcher) showOutput(procs []*rankProc, gen uint32, abandoned bool) {
+	defer func() {
+		for _, p := range procs {
+			if p != nil {
+				p.stdout.release()
+				p.stderr.release()
+			}
 		}
+	}()
+	mark := fmt.Sprintf("--- generation %d abandoned ---\n", gen)
+	switch {
+	case l.files != nil:
+		if abandoned {
+			for _, fs := range l.files {
+				fmt.Fprintf(fs[0], "--- generation %d abandoned\n", gen)
+				fmt.Fprintf(fs[1], "--- generation %d abandoned\n", gen)
+			}
+		}
+		return
+	case l.o.Live:
+		if abandoned {
+			// The lines were shown already: the mark follows them.
+			var out, errs bool
+			for _, p := range procs {
+				if p != nil {
+					out, errs = out || p.stdout.wrote, errs || p.stderr.wrote
+				}
+			}
+			l.out.mu.Lock()
+			if out {
+				io.WriteString(l.o.Stdout, mark)
+			}
+			if errs {
+				io.WriteString(l.o.Stderr, mark)
+			}
+			l.out.mu.Unlock()
+		}
+		return
 	}
-	return st
-}
-
-// printOutput shows every rank's output in rank order: stdout lines, then
-// stderr lines (without the status record), each prefixed "[rank i] ".
-func (l *launcher) printOutput(procs []*rankProc) {
-	w := bufio.NewWriter(l.o.Stdout)
-	defer w.Flush()
+	l.out.mu.Lock()
+	defer l.out.mu.Unlock()
+	wo, we := bufio.NewWriter(l.o.Stdout), bufio.NewWriter(l.o.Stderr)
+	head := [2]bool{!abandoned, !abandoned}
 	for _, p := range procs {
 		if p == nil {
 			continue
 		}
-		prefix := Prefix(p.rank, l.o.Color)
-		writeLines(w, prefix, p.stdout.Bytes(), false)
-		writeLines(w, prefix, p.stderr.Bytes(), true)
+		for i, s := range []*stream{p.stdout, p.stderr} {
+			w := []*bufio.Writer{wo, we}[i]
+			if s.all.Len() == 0 {
+				continue
+			}
+			if !head[i] {
+				fmt.Fprintf(w, "--- generation %d (abandoned) ---\n", gen)
+				head[i] = true
+			}
+			writeSpool(w, s.prefix, &s.all)
+			w.Flush()
+			if s.all.err != nil {
+				l.out.lostErrs = append(l.out.lostErrs, fmt.Sprintf("rank %d: output lost: %v", p.rank, s.all.err))
+			}
+		}
 	}
 }
 
-func writeLines(w *bufio.Writer, prefix string, b []byte, skipStatus bool) {
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		var line []byte
-		if i < 0 {
-			line, b = b, nil
-		} else {
-			line, b = b[:i], b[i+1:]
+// waitReplyTime bounds how long the launcher waits for the ranks' waiting
+// records before it ends them.
+const waitReplyTime = 2 * time.Second
+
+// reportWaiting asks every running rank what it waits in (the line
+// "waiting" on its control channel; runtime/waiting.go) and says it, one
+// line per rank, before the job is ended: `rank 1: recv(source 0, tag 7)
+// for 5.0 s`. A rank that ends meanwhile is taken from endedCh and
+// counted in *pending.
+func (l *launcher) reportWaiting(procs []*rankProc, endedCh chan *rankProc, pending *int) {
+	for {
+		select {
+		case <-l.replies: // stale answers
+			continue
+		default:
 		}
-		if skipStatus && bytes.HasPrefix(line, []byte(runtime.StatusPrefix)) {
+		break
+	}
+	asked := map[int]bool{}
+	for _, p := range procs {
+		if p != nil && !isEnded(p) {
+			if _, err := io.WriteString(p.stdin, "waiting\n"); err == nil {
+				asked[p.rank] = true
+			}
+		}
+	}
+	got := map[int]runtime.WaitRecord{}
+	deadline := time.NewTimer(waitReplyTime)
+	defer deadline.Stop()
+	for len(got) < len(asked) {
+		select {
+		case r := <-l.replies:
+			if asked[r.rank] {
+				got[r.rank] = r.w
+			}
+			continue
+		case p := <-endedCh:
+			*pending--
+			l.ended(p)
+			delete(asked, p.rank)
+			continue
+		case <-deadline.C:
+		}
+		break
+	}
+	l.say("where each rank waits:")
+	for _, p := range procs {
+		if p == nil {
 			continue
 		}
-		w.WriteString(prefix)
-		w.Write(line)
-		w.WriteByte('\n')
+		var what string
+		w, answered := got[p.rank]
+		switch {
+		case answered && w.Call != "":
+			what = fmt.Sprintf("%s for %.1f s", w.Call, float64(w.MS)/1000)
+		case answered:
+			what = "in no Sperli call (computing)"
+		case isEnded(p):
+			what = fmt.Sprintf("ended (exit status %d)", p.state.ExitCode())
+		default:
+			what = "no answer (not a Sperli rank, or it does not read its control channel)"
+		}
+		l.say("  rank %d: %s", p.rank, what)
 	}
 }

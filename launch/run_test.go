@@ -37,7 +37,7 @@ func TestRankArgvRemote(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			argv := rankArgv(tc.o, tc.star, false, "node1.example", "/w d/$(x)", "/abs/ignored")
+			argv := rankArgv(tc.o, tc.star, false, "node1.example", "/w d/$(x)", "/abs/ignored", nil)
 			head := []string{"ssh", "-p", "62222", "-o", "BatchMode=yes", "node1.example"}
 			if len(argv) < len(head) || !reflect.DeepEqual(argv[:len(head)], head) {
 				t.Fatalf("rankArgv(%q) = %q, want it to begin with %q", tc.o.Args, argv, head)
@@ -105,7 +105,7 @@ func TestRankArgvLocal(t *testing.T) {
 			if abs == "" {
 				abs = "/abs/p.star"
 			}
-			got := rankArgv(tc.o, tc.star, true, "127.0.0.1", "/w", abs)
+			got := rankArgv(tc.o, tc.star, true, "127.0.0.1", "/w", abs, nil)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("rankArgv(local) = %q, want %q (no ssh, no quoting)", got, tc.want)
 			}

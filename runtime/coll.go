@@ -181,6 +181,7 @@ func (c *Comm) mismatch(format string, args ...any) error {
 // for k (H1618), a frame of k that is not the same call, a frame or void of
 // an earlier call this rank completed (H1613), the sender finishing.
 func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (collFrame, error) {
+	defer leaveWait(enterWait(collWait{k, mine, from}))
 	kind := Kind(mine.Kind)
 	for waited := false; ; waited = true {
 		c.mu.Lock()
@@ -388,6 +389,7 @@ func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string
 		c.mu.Unlock()
 	}()
 	kind := Kind(mine.Kind)
+	countColl(kind)
 	if kind < kindCkptBegin {
 		c.collN++
 		c.failurePoint("collective", c.collN)

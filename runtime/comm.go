@@ -396,6 +396,7 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 	if len(data) > wire.MaxPayload {
 		return nil, &codes.Error{Code: codes.OutOfRange, Op: "send", Rank: -1, Msg: fmt.Sprintf("send: message is %d bytes, limit %d", len(data), wire.MaxPayload)}
 	}
+	countSend(len(data))
 	op := &SendOp{dest: dest}
 	f := &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Seq: uint64(c.ctxID), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
 	op.f = f
@@ -440,6 +441,7 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 	if len(data) > wire.MaxPayload {
 		return &codes.Error{Code: codes.OutOfRange, Op: "send", Rank: -1, Msg: fmt.Sprintf("send: message is %d bytes, limit %d", len(data), wire.MaxPayload)}
 	}
+	countSend(len(data))
 	c.mu.Lock()
 	if err := c.callableLocked("send"); err != nil {
 		c.mu.Unlock()
@@ -571,6 +573,9 @@ func (c *Comm) finishRecv(ctx context.Context, op *RecvOp, withdraw bool) ([]byt
 	if op == nil {
 		return nil, codes.New(codes.Finished, "finish_recv: no operation")
 	}
+	if err := c.neverMatches(op); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	if _, ok := c.open[op]; !ok || op.busy {
 		c.mu.Unlock()
@@ -578,6 +583,7 @@ func (c *Comm) finishRecv(ctx context.Context, op *RecvOp, withdraw bool) ([]byt
 	}
 	op.busy = true
 	c.mu.Unlock()
+	defer leaveWait(enterWait(recvWait{op.r}))
 	c.readUntil(ctx, op.r)
 	select {
 	case <-op.r.done:

@@ -139,7 +139,7 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 	// not be started) ends the join at once, not at the join window's end.
 	if j.Launched && j.Control != nil {
 		c.ctlGone = make(chan struct{})
-		go func() { _, _ = io.Copy(io.Discard, j.Control); close(c.ctlGone) }()
+		go func() { readControl(j.Control, os.Stderr); close(c.ctlGone) }()
 	}
 	if c.jobPub, err = pki.UnmarshalPublicKey(j.JobKey); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"sperli/codes"
 )
@@ -21,6 +22,22 @@ const (
 // writes on its standard error, read by the launcher and never shown.
 const StatusPrefix = "\x1esperli-status "
 
+// ErrorPrefix starts every line of the error a launched rank ends with,
+// written just before its status record: the launcher shows these lines
+// (without the prefix) or, for the H1612 of a rank ended by another one,
+// leaves them out unless asked (`sperli run -v`).
+const ErrorPrefix = "\x1esperli-error "
+
+// LaunchedEnv is set to "1" by the launcher in the environment of every
+// rank it starts, so that a rank whose job description could not be read
+// still knows whether a launcher reads its status record.
+const LaunchedEnv = "SPERLI_LAUNCHED"
+
+// maxStatusMsg bounds the message in a status record: the whole error is
+// on the rank's standard error already (ErrorPrefix lines); the record
+// keeps its head and its tail, where the cause is.
+const maxStatusMsg = 64 << 10
+
 // Status is the outcome a rank reports to its launcher.
 type Status struct {
 	Exit      int    `json:"exit"`
@@ -28,6 +45,8 @@ type Status struct {
 	Cause     string `json:"cause,omitempty"` // lost, failed, aborted, launcher
 	CauseRank int    `json:"cause_rank"`      // the rank the cause is about
 	Msg       string `json:"msg,omitempty"`
+	// Stats are the rank's counters (runtime/stats.go), for --stats.
+	Stats *RankStats `json:"stats,omitempty"`
 }
 
 // ExitStatus returns the exit status for a rank that ends with err: 0 for
@@ -69,8 +88,52 @@ func StatusOf(err error) Status {
 // WriteStatus writes the status record of err to w (a launched rank's
 // standard error) as one line.
 func WriteStatus(w io.Writer, err error) {
-	b, _ := json.Marshal(StatusOf(err))
+	st := StatusOf(err)
+	st.Msg = cutMiddle(st.Msg, maxStatusMsg)
+	rs := Stats()
+	st.Stats = &rs
+	b, _ := json.Marshal(st)
 	fmt.Fprintf(w, "%s%s\n", StatusPrefix, b)
+}
+
+// cutMiddle returns s, or when it is longer than max bytes its first
+// eighth and its end joined by " … ", cut at UTF-8 character boundaries.
+func cutMiddle(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	head, tail := max/8, max-max/8-8
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	t := len(s) - tail
+	for t < len(s) && !utf8.RuneStart(s[t]) {
+		t++
+	}
+	return s[:head] + " … " + s[t:]
+}
+
+// WriteError writes err as the lines a launched rank ends with, each
+// line prefixed ErrorPrefix.
+func WriteError(w io.Writer, err error) {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
+		b.WriteString(ErrorPrefix)
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	io.WriteString(w, b.String())
+}
+
+// launched reports whether a launcher reads this rank's status record:
+// the job description says so, or, when there is none (it could not be
+// read), the launcher's environment variable does. A rank started by
+// hand never prints the record on its terminal.
+func launched(c *Comm) bool {
+	if c != nil {
+		return c.job.Launched
+	}
+	return os.Getenv(LaunchedEnv) == "1"
 }
 
 // ParseStatus reads a status record line (with or without its line end).
@@ -101,11 +164,15 @@ func Exit(c *Comm, err error) int {
 			err = c.Finish()
 		}
 	}
+	if !launched(c) {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		return ExitStatus(err)
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		WriteError(os.Stderr, err)
 	}
-	if c == nil || c.job.Launched {
-		WriteStatus(os.Stderr, err)
-	}
+	WriteStatus(os.Stderr, err)
 	return ExitStatus(err)
 }

@@ -18,7 +18,10 @@ func newBench() *cobra.Command {
 	var sizes, plot string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "bench [--pings P] [--messages M] [--repeat R] [--sizes LIST] [--pin] [--json] [--plot FILE.svg]",
+		Use: "bench [--pings P] [--messages M] [--repeat R] [--sizes LIST] [--pin] [--json] [--plot FILE.svg]",
+		Example: `  sperli bench                      # every figure, against a bare TLS pair
+  sperli bench --sizes 64,65536 --repeat 5 --json
+  sperli bench --pin --plot bench.svg`,
 		Short: "Measure round trips, rates, allreduce, join and start-up against a bare TLS pair",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

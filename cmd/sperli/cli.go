@@ -8,12 +8,10 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"sperli/codes"
 	"sperli/launch"
 	"sperli/runtime"
 	"sperli/starlib"
@@ -45,13 +43,29 @@ func doMain(args []string) int {
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "sperli",
-		Short:         "Sperli runs message-passing jobs over mutual TLS",
+		Use:   "sperli",
+		Short: "Sperli runs message-passing jobs over mutual TLS",
+		Example: `  sperli run -n 4 scripts/examples/sum.star      # 4 ranks on this machine
+  sperli run --hosts hosts.txt -n 8 prog.star     # ranks over ssh, one per host line
+  sperli run prog.star                            # no job: comm is None
+  sperli codes H1611                              # what a code means, what to do
+  sperli completion bash > /etc/bash_completion.d/sperli`,
+		Version:       versionLine(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newRun(), newRank(), newJob(), newBench(), newCodes(), newVersion())
 	root.AddCommand(newBenchRanks()...)
+	root.AddCommand(newMan())
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Example = `  sperli completion bash > ~/.local/share/bash-completion/completions/sperli
+  sperli completion zsh > "${fpath[1]}/_sperli"
+  sperli completion fish > ~/.config/fish/completions/sperli.fish`
+		}
+	}
 	return root
 }
 
@@ -70,6 +84,8 @@ func splitModules(s string) []string {
 
 func newRun() *cobra.Command {
 	var o launch.Options
+	var np int
+	var exports []string
 	cmd := &cobra.Command{
 		Use:   "run [flags] PROGRAM [ARGS...]",
 		Short: "Launch a job of -n ranks, or run a .star file on this machine without -n",
@@ -78,10 +94,32 @@ PROGRAM ending in .star is a rank program run by "sperli rank" in every rank;
 any other PROGRAM is an executable that reads its job description from the
 first line of its standard input. Everything after PROGRAM belongs to it.
 Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
+		Example: `  sperli run -n 4 prog.star --steps 5          # the program gets ["--steps", "5"]
+  sperli run --np 4 ./gosum                      # an executable rank (Go, C), mpirun's --np
+  sperli run -n 3 --live prog.star               # each line as it comes
+  sperli run -n 4 --stats pi.star                # where the time went, per rank
+  sperli run -n 2 --timeout 30s ring.star        # a hang ends and says where each rank waits
+  sperli run -n 3 --output-dir out prog.star     # out/rank-i.out, out/rank-i.err
+  sperli run -n 3 -x OMP_NUM_THREADS=1 -x PATH ./solver
+  sperli run -n 4 --checkpoint-dir ckpt stencil.star   # restarts from checkpoints
+  sperli run --job job/ stencil.star             # a "sperli job make" job, resumed from its checkpoints
+  sperli run --hosts hosts.txt --ssh-port 22 -n 8 prog.star
+  sperli run prog.star                           # no -n: no job, comm is None`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Program, o.Args = args[0], args[1:]
-			if !cmd.Flags().Changed("n") {
+			if cmd.Flags().Changed("np") {
+				if cmd.Flags().Changed("n") && np != o.N {
+					return usageErr(cmd, "run: -n %d and --np %d disagree", o.N, np)
+				}
+				o.N = np
+			}
+			env, err := launch.ParseExports(exports)
+			if err != nil {
+				return usageErr(cmd, "%v", err)
+			}
+			o.Env = env
+			if !cmd.Flags().Changed("n") && !cmd.Flags().Changed("np") && o.JobDir == "" {
 				if !strings.HasSuffix(o.Program, ".star") {
 					return usageErr(cmd, "run: an executable PROGRAM needs -n")
 				}
@@ -105,6 +143,16 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.StringVar(&o.Wdir, "wdir", "", "the ranks' working directory (default: this one)")
 	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "checkpoint directory; turns on restarts")
 	f.IntVar(&o.RestartMax, "restart-max", 3, "most restarts with --checkpoint-dir")
+	f.BoolVar(&o.Live, "live", false, "show each output line as it comes (whole lines), not rank by rank at the end")
+	f.StringVar(&o.OutputDir, "output-dir", "", "write DIR/rank-<i>.out and rank-<i>.err (appending) instead of showing the output")
+	f.BoolVarP(&o.Verbose, "verbose", "v", false, "also show the H1612 errors of the ranks a failure ended")
+	f.IntVar(&np, "np", 0, "number of ranks (as -n; mpirun's spelling)")
+	f.StringArrayVarP(&exports, "export", "x", nil, "set NAME=VALUE, or pass NAME on, in every rank's environment, remote ranks too (repeatable)")
+	f.IntVar(&o.SSHPort, "ssh-port", launch.DefaultSSHPort, "the port ssh dials on remote hosts")
+	f.StringVar(&o.JobDir, "job", "", "reuse the job identity of a \"sperli job make\" directory (its hosts, certificates, key and checkpoint directory), to resume its checkpoints")
+	f.StringVar(&o.Stats, "stats", "", "at the end, a table per rank of where the time went (--stats=json: one JSON object), on stderr")
+	f.Lookup("stats").NoOptDefVal = "table"
+	f.DurationVar(&o.Timeout, "timeout", 0, "end the job after this long (a Go duration: 90s, 10m), saying which call each rank waits in; exit 1")
 	return cmd
 }
 
@@ -115,8 +163,8 @@ func usageErr(cmd *cobra.Command, format string, args ...any) error {
 
 // runAlone runs a .star file on this machine, with no job.
 func runAlone(o launch.Options) error {
-	if _, err := os.Stat(o.Program); err != nil {
-		fmt.Fprintf(os.Stderr, "sperli: program %s: %v\n", o.Program, errors.Unwrap(err))
+	if err := launch.CheckProgram(o.Program, true); err != nil {
+		fmt.Fprintf(os.Stderr, "sperli: %v\n", err)
 		return &exitError{2}
 	}
 	err := starlib.Run(&starlib.Program{
@@ -147,7 +195,9 @@ func newRank() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rank [--modules D:D] [--wdir DIR] PROGRAM.star [ARGS...]",
 		Short: "Run a rank program inside a job (reads the job description from stdin)",
-		Args:  cobra.MinimumNArgs(1),
+		Example: `  sperli rank prog.star < rank-1.job          # a rank of a "sperli job make" job, by hand
+  srun sh -c 'sperli rank prog.star < job/rank-$SLURM_PROCID.job'`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rankGC()
 			if wdir != "" {
@@ -189,13 +239,18 @@ func runRank(prog string, args, modules []string) int {
 }
 
 func newJob() *cobra.Command {
-	job := &cobra.Command{Use: "job", Short: "Job identities for ranks started by hand or by another launcher"}
+	job := &cobra.Command{Use: "job", Short: "Job identities for ranks started by hand or by another launcher",
+		Example: `  sperli job make -n 3 --hosts hosts.txt --out job/
+  sperli rank prog.star < job/rank-0.job`}
 	var o launch.MakeOptions
 	var k launch.KubeOptions
 	var kube bool
 	mk := &cobra.Command{
 		Use:   "make -n N [--hosts FILE] [--checkpoint-dir DIR] [--expires D] --out DIR\n  sperli job make --kubernetes --image IMAGE -n N [--spares S] [--name NAME] --out DIR PROGRAM [-- ARGS...]",
 		Short: "Write one job description per rank (rank-<i>.job, mode 0600), or a Kubernetes job.yaml",
+		Example: `  sperli job make -n 3 --out job/              # ranks at 127.0.0.1:21400+i
+  sperli job make -n 3 --hosts hosts.txt --checkpoint-dir ckpt --expires 72h --out job/
+  sperli job make --kubernetes --image sperli:1 -n 4 --out k8s/ /app/prog.star`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if kube {
 				if len(args) == 0 {
@@ -242,35 +297,25 @@ func newJob() *cobra.Command {
 	return job
 }
 
-func newCodes() *cobra.Command {
+func newVersion() *cobra.Command {
 	return &cobra.Command{
-		Use:   "codes",
-		Short: "Print the table of refusal codes",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			w := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
-			fmt.Fprintln(w, "code\tmeaning")
-			for _, c := range codes.All() {
-				fmt.Fprintf(w, "%s\t%s\n", c, c.Meaning())
-			}
-			return w.Flush()
+		Use:     "version",
+		Short:   "Print the version",
+		Example: "  sperli version\n  sperli --version",
+		Args:    cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			fmt.Println(versionLine())
 		},
 	}
 }
 
-func newVersion() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, args []string) {
-			gov := "unknown"
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				gov = bi.GoVersion
-			}
-			fmt.Printf("sperli %s (protocol %d, job description %d, %s)\n", Version, wire.Version, runtime.JobVersion, gov)
-		},
+// versionLine is what `sperli version` and `sperli --version` print.
+func versionLine() string {
+	gov := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		gov = bi.GoVersion
 	}
+	return fmt.Sprintf("sperli %s (protocol %d, job description %d, %s)", Version, wire.Version, runtime.JobVersion, gov)
 }
 
 var (

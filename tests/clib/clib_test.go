@@ -245,8 +245,8 @@ func TestRunCFailure(t *testing.T) {
 		t.Errorf("sperli run -n 3 cpeer echo: exit status %d, want 1\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for i := 0; i < 3; i++ {
-		if want := fmt.Sprintf("[rank %d] SPERLI_E_RANK: rank outside the job", i); !strings.Contains(r.Stdout, want) {
-			t.Errorf("output has no line %q:\n%s", want, r.Stdout)
+		if want := fmt.Sprintf("[rank %d] SPERLI_E_RANK: rank outside the job", i); !strings.Contains(r.Stderr, want) {
+			t.Errorf("stderr has no line %q:\n%s", want, r.Stderr)
 		}
 	}
 	if strings.Contains(r.Stderr, "no status record") {

@@ -79,6 +79,12 @@ func run(t *testing.T, name string, args ...string) result {
 	return testbin.Start(t, cmd).Wait(t, jobTimeout)
 }
 
+// run2 runs cmd as it is to its end, within jobTimeout.
+func run2(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
+	return testbin.Start(t, cmd).Wait(t, jobTimeout)
+}
+
 func check(t *testing.T, name, got string) { t.Helper(); testbin.Golden(t, name, got, *update) }
 
 // wantSumLine fails unless out has the exact line of SPEC §16 (with
@@ -121,6 +127,21 @@ func TestCodes(t *testing.T) {
 		}
 	}
 	check(t, "codes", r.Stdout)
+}
+
+// TestCodeHelp: `sperli codes H1611` prints the code's meaning, what to do
+// and the exit status.
+func TestCodeHelp(t *testing.T) {
+	r := run(t, sperli, "codes", "H1611")
+	if r.Code != 0 || r.Stderr != "" {
+		t.Fatalf("sperli codes H1611: exit status %d, stderr %q; want 0 and nothing", r.Code, r.Stderr)
+	}
+	for _, want := range []string{"H1611  peer lost: silence limit passed", "What to do: ", "--silence", "75"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("sperli codes H1611 does not show %q:\n%s", want, r.Stdout)
+		}
+	}
+	check(t, "codes-H1611", r.Stdout)
 }
 
 // TestMixedJob starts by hand the ranks of a job made by `sperli job make`,

@@ -62,7 +62,7 @@ func TestSumThreeHosts(t *testing.T) {
 		// The wrapper logs the words the launcher gave ssh, in the order
 		// the ssh processes came to it.
 		want := fmt.Sprintf("-p 62222 -o BatchMode=yes %s %s rank --wdir %s %s", c.host(i), sperli, j.work, sum)
-		if !slices.Contains(starts, want) {
+		if !sshStarted(starts, c.host(i), i-1, want) {
 			t.Errorf("no ssh started as %q; got %q", want, starts)
 		}
 	}
@@ -86,7 +86,7 @@ func TestGoRanksThreeHosts(t *testing.T) {
 	}
 	starts := c.sshStarts()
 	for i := 1; i <= 3; i++ {
-		if want := fmt.Sprintf("-p 62222 -o BatchMode=yes %s %s", c.host(i), gosum); !slices.Contains(starts, want) {
+		if want := fmt.Sprintf("-p 62222 -o BatchMode=yes %s %s", c.host(i), gosum); !sshStarted(starts, c.host(i), i-1, want) {
 			t.Errorf("no ssh started as %q; got %q", want, starts)
 		}
 	}
@@ -410,7 +410,7 @@ func TestRankKilled(t *testing.T) {
 		wantSays(t, r, lost, moves, restart)
 		for rank, host := range []int{1, 4, 3} {
 			w := fmt.Sprintf("rank %d inc 1 host %s resumed 1", rank, c.host(host))
-			if !slices.Contains(rankLines(r.Stdout, rank), w) {
+			if !slices.Contains(rankLines(r.Stdout+r.Stderr, rank), w) {
 				t.Errorf("rank %d's output lacks %q\n%v", rank, w, r)
 			}
 		}
@@ -431,4 +431,22 @@ func wantSays(t testing.TB, r result, want ...string) {
 	if !ok {
 		t.Errorf("launcher lines:\n  %s\nwant lines matching:\n  %s\n%v", strings.Join(got, "\n  "), strings.Join(want, "\n  "), r)
 	}
+}
+
+// sshStarted reports whether starts holds the ssh words want (options,
+// host, command) with the rank's environment between host and command:
+// `env 'SPERLI_LAUNCHED=1' 'SPERLI_RANK=R' … COMMAND` (ssh carries none).
+func sshStarted(starts []string, host string, rank int, want string) bool {
+	head := fmt.Sprintf("-p 62222 -o BatchMode=yes %s ", host)
+	command, ok := strings.CutPrefix(want, head)
+	if !ok {
+		return false
+	}
+	for _, s := range starts {
+		rest, ok := strings.CutPrefix(s, head+fmt.Sprintf("env 'SPERLI_LAUNCHED=1' 'SPERLI_RANK=%d' 'SPERLI_SIZE=", rank))
+		if ok && strings.HasSuffix(rest, " "+command) {
+			return true
+		}
+	}
+	return false
 }

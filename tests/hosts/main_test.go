@@ -298,11 +298,17 @@ func (j *job) checkClean(allowCkpt bool) {
 }
 
 // launcherLines checks that every line of the launcher's stderr begins
-// "sperli: " and returns them without the prefix.
+// "sperli: " and returns them without the prefix; the ranks' own stderr
+// lines ("[rank i] "), the marks of abandoned generations, the notes and
+// the report of where each rank waits (after an interrupt) aside.
 func launcherLines(t testing.TB, r result) []string {
 	t.Helper()
 	var out []string
 	for _, l := range lines(r.Stderr) {
+		if strings.HasPrefix(l, "[rank ") || strings.HasPrefix(l, "--- generation ") || strings.HasPrefix(l, "sperli: note: ") ||
+			l == "sperli: where each rank waits:" || strings.HasPrefix(l, "sperli:   rank ") {
+			continue
+		}
 		rest, ok := strings.CutPrefix(l, "sperli: ")
 		if !ok {
 			t.Errorf("launcher line %q does not begin with \"sperli: \"", l)

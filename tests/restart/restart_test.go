@@ -217,7 +217,7 @@ func baseline(t *testing.T) string {
 	baselineOnce.Do(func() {
 		j := newJob(t, 3, "")
 		r := j.run(j.args(3, nil, stencil, stencilArgs...)...)
-		if r.Code != 0 || r.Stderr != "" {
+		if r.Code != 0 || withoutNotes(r.Stderr) != "" {
 			baselineErr = fmt.Sprintf("the run without failure: %v\nwant exit status 0 and no launcher line", r)
 			return
 		}
@@ -258,12 +258,29 @@ func TestNoFailure(t *testing.T) {
 	checkDone(t, g, 3, stencilEpochs)
 }
 
+// withoutNotes drops the launcher's notes ("sperli: note: ...", more
+// ranks than processors on this machine) from stderr.
+func withoutNotes(stderr string) string {
+	var b strings.Builder
+	for _, l := range lines(stderr) {
+		if !strings.HasPrefix(l, "sperli: note: ") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
 // launcherLines checks that every line of the launcher's stderr begins
-// "sperli: " and returns them without the prefix.
+// "sperli: " and returns them without the prefix; the ranks' own stderr
+// lines ("[rank i] ") and the marks of abandoned generations ("--- ")
+// aside.
 func launcherLines(t testing.TB, r result) []string {
 	t.Helper()
 	var out []string
 	for _, l := range lines(r.Stderr) {
+		if strings.HasPrefix(l, "[rank ") || strings.HasPrefix(l, "--- generation ") || strings.HasPrefix(l, "sperli: note: ") {
+			continue
+		}
 		rest, ok := strings.CutPrefix(l, "sperli: ")
 		if !ok {
 			t.Errorf("launcher line %q does not begin with \"sperli: \"", l)
@@ -325,11 +342,12 @@ func TestScheduledKill(t *testing.T) {
 			if got := checksum(t, r); got != want {
 				t.Errorf("result %q, want %q (the run without failure)", got, want)
 			}
-			// Incarnation 0 ended by the loss: ranks 0 and 2 tell it.
-			for _, rank := range []int{0, 2} {
-				if got := strings.Join(rankLines(r.Stdout, rank), "\n"); !regexp.MustCompile(`H161[12]: .*rank 1 lost`).MatchString(got) {
-					t.Errorf("rank %d's output %q does not tell of rank 1's loss", rank, got)
-				}
+			// Incarnation 0 ended by the loss: rank 0 or 2 tells it (a
+			// rank that saw the loss itself, H1611; the H1612 of a rank
+			// told by another is shown only with -v).
+			told := strings.Join(append(rankLines(r.Stderr, 0), rankLines(r.Stderr, 2)...), "\n")
+			if !regexp.MustCompile(`H1611: .*rank 1 lost`).MatchString(told) {
+				t.Errorf("the stderr of ranks 0 and 2, %q, does not tell of rank 1's loss", told)
 			}
 			checkDone(t, j, 3, stencilEpochs)
 		})
@@ -361,7 +379,7 @@ func TestExternalKill(t *testing.T) {
 		t.Errorf("result %q, want %q (stencil.star without failure)", got, want)
 	}
 	for rank, host := range []string{"127.0.0.1", "127.0.0.4", "127.0.0.3"} {
-		got := rankLines(r.Stdout, rank)
+		got := rankLines(r.Stdout+r.Stderr, rank)
 		for _, w := range []string{
 			fmt.Sprintf("rank %d inc 0 host 127.0.0.%d resumed 0", rank, rank+1),
 			fmt.Sprintf("rank %d inc 1 host %s resumed 2", rank, host),
@@ -391,7 +409,7 @@ func TestKillMidCheckpoint(t *testing.T) {
 		wantSays(t, r, lostLine(2), movesLine(j, 2, 3), restartLine(1, 3))
 		for rank := 0; rank < 3; rank++ {
 			var mine []string
-			for _, l := range rankLines(r.Stdout, rank) {
+			for _, l := range rankLines(r.Stdout+r.Stderr, rank) {
 				if strings.HasPrefix(l, "inc=") {
 					mine = append(mine, l)
 				}
@@ -476,7 +494,7 @@ func TestRepeatedFailures(t *testing.T) {
 		for inc, hs := range hostOf {
 			for rank, h := range hs {
 				w := fmt.Sprintf("rank %d inc %d host 127.0.0.%d resumed %d", rank, inc, h, inc)
-				if !slices.Contains(rankLines(r.Stdout, rank), w) {
+				if !slices.Contains(rankLines(r.Stdout+r.Stderr, rank), w) {
 					t.Errorf("rank %d's output lacks %q\n%v", rank, w, r)
 				}
 			}
@@ -525,7 +543,7 @@ func TestRepeatedFailures(t *testing.T) {
 func TestStrayTemporaryFiles(t *testing.T) {
 	j := newJob(t, 3, "")
 	r := j.run(j.args(3, nil, strayProg, "4")...)
-	if r.Code != 0 || r.Stderr != "" {
+	if r.Code != 0 || withoutNotes(r.Stderr) != "" {
 		t.Errorf("%v\nwant exit status 0 and no launcher line", r)
 	}
 	checkDone(t, j, 3, 4)
@@ -589,7 +607,7 @@ func TestMalformedSchedule(t *testing.T) {
 		want := baseline(t)
 		j := newJob(t, 4, strings.Join(s, ","))
 		r := j.run(j.args(3, nil, stencil, stencilArgs...)...)
-		if r.Code != 0 || r.Stderr != "" || checksum(t, r) != want {
+		if r.Code != 0 || withoutNotes(r.Stderr) != "" || checksum(t, r) != want {
 			t.Errorf("%v\nwant exit status 0, no launcher line and %q", r, want)
 		}
 		checkDone(t, j, 3, stencilEpochs)

@@ -1,0 +1,120 @@
+package launch
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"sperli/hosts"
+)
+
+// SpinEnv is the environment variable of the ranks' low-latency wait
+// (runtime/spin.go): whole microseconds from 0 to 1,000,000.
+const SpinEnv = "SPERLI_SPIN_US"
+
+// maxSpinUS is the largest SPERLI_SPIN_US the runtime takes.
+const maxSpinUS = int64(time.Second / time.Microsecond)
+
+// preflight checks, before anything starts, what can be checked on this
+// machine (SPEC §2): the program (a .star file, or an executable file,
+// not a directory), the --wdir directory when a rank runs here, and the
+// environment variables the ranks read. A failure is a usage error.
+func preflight(o Options, lines []lineInfo, star bool) error {
+	if err := CheckProgram(o.Program, star); err != nil {
+		return err
+	}
+	if o.Wdir != "" && anyLocal(lines) {
+		fi, err := os.Stat(o.Wdir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return usage("--wdir %s: no such directory (it is the working directory of the ranks on this machine)", o.Wdir)
+		case err != nil:
+			return usage("--wdir %s: %v", o.Wdir, unwrapPath(err))
+		case !fi.IsDir():
+			return usage("--wdir %s: not a directory", o.Wdir)
+		}
+	}
+	if v, ok := os.LookupEnv(SpinEnv); ok && v != "" {
+		us, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || us < 0 || us > maxSpinUS {
+			return usage("%s=%q: want whole microseconds from 0 to %d", SpinEnv, v, maxSpinUS)
+		}
+	}
+	return nil
+}
+
+// CheckProgram says what is wrong with PROGRAM: missing, a directory, a
+// .star file that is no regular file, an executable without x bits.
+func CheckProgram(prog string, star bool) error {
+	fi, err := os.Stat(prog)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return usage("program %s: no such file", prog)
+	case err != nil:
+		return usage("program %s: %v", prog, unwrapPath(err))
+	case fi.IsDir():
+		return usage("program %s: is a directory, want a .star file or an executable", prog)
+	case star && !fi.Mode().IsRegular():
+		return usage("program %s: not a regular file", prog)
+	case star:
+		f, err := os.Open(prog)
+		if err != nil {
+			return usage("program %s: %v", prog, unwrapPath(err))
+		}
+		f.Close()
+	case fi.Mode().Perm()&0o111 == 0 || syscall.Access(prog, 1 /* X_OK */) != nil:
+		return usage("program %s: not executable (chmod +x it, or give a .star rank program)", prog)
+	}
+	return nil
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// lineInfo is what preflight needs of a host line.
+type lineInfo struct{ host string }
+
+func anyLocal(lines []lineInfo) bool {
+	for _, l := range lines {
+		if hosts.IsLocal(l.host) {
+			return true
+		}
+	}
+	return false
+}
+
+// machineCPUs is the number of processors of this machine, as the runtime
+// counts them for its oversubscription rule (/sys/devices/system/cpu/online).
+func machineCPUs() int {
+	if b, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
+		n := 0
+		for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+			lo, hi, isRange := strings.Cut(part, "-")
+			a, err1 := strconv.Atoi(lo)
+			if !isRange {
+				if err1 == nil {
+					n++
+				}
+				continue
+			}
+			b, err2 := strconv.Atoi(hi)
+			if err1 == nil && err2 == nil && b >= a {
+				n += b - a + 1
+			}
+		}
+		if n > 0 {
+			return n
+		}
+	}
+	return goruntime.NumCPU()
+}

@@ -1,0 +1,135 @@
+package launch
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"sperli/hosts"
+	"sperli/runtime"
+)
+
+// DefaultSSHPort is the port ssh dials without --ssh-port (SPEC §3).
+const DefaultSSHPort = hosts.SSHPort
+
+// rankEnv returns the variables every rank gets (SPEC §2): SPERLI_RANK,
+// SPERLI_SIZE, SPERLI_LOCAL_RANK, SPERLI_LOCAL_SIZE, torchrun's RANK,
+// WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE unless set already (here or
+// by -x), the launcher's mark, and the -x variables. A rank's local
+// ranks are the ranks on its machine: every local (loopback) host is this
+// machine; a remote host is known by its name.
+func rankEnv(rank int, hostsOf []string, x []string) []string {
+	machine := func(h string) string {
+		if hosts.IsLocal(h) {
+			return ""
+		}
+		return strings.ToLower(strings.TrimSuffix(h, "."))
+	}
+	me := machine(hostsOf[rank])
+	localRank, localSize := 0, 0
+	for r, h := range hostsOf {
+		if machine(h) == me {
+			if r < rank {
+				localRank++
+			}
+			localSize++
+		}
+	}
+	set := map[string]bool{}
+	for _, kv := range x {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	env := []string{
+		runtime.LaunchedEnv + "=1",
+		"SPERLI_RANK=" + strconv.Itoa(rank),
+		"SPERLI_SIZE=" + strconv.Itoa(len(hostsOf)),
+		"SPERLI_LOCAL_RANK=" + strconv.Itoa(localRank),
+		"SPERLI_LOCAL_SIZE=" + strconv.Itoa(localSize),
+	}
+	for _, kv := range [][2]string{
+		{"RANK", strconv.Itoa(rank)},
+		{"WORLD_SIZE", strconv.Itoa(len(hostsOf))},
+		{"LOCAL_RANK", strconv.Itoa(localRank)},
+		{"LOCAL_WORLD_SIZE", strconv.Itoa(localSize)},
+	} {
+		if _, here := os.LookupEnv(kv[0]); !here && !set[kv[0]] {
+			env = append(env, kv[0]+"="+kv[1])
+		}
+	}
+	return append(env, x...)
+}
+
+// ParseExports turns the -x flags (NAME=VALUE, or NAME to pass this
+// environment's value on) into NAME=VALUE settings.
+func ParseExports(x []string) ([]string, error) {
+	var out []string
+	for _, e := range x {
+		name, value, has := strings.Cut(e, "=")
+		if !validEnvName(name) {
+			return nil, usage("-x %s: %q is no environment variable name (letters, digits and _, not starting with a digit)", e, name)
+		}
+		if !has {
+			v, ok := os.LookupEnv(name)
+			if !ok {
+				return nil, usage("-x %s: %s is not set here (give -x %s=VALUE)", e, name, name)
+			}
+			value = v
+		}
+		if strings.ContainsRune(value, 0) {
+			return nil, usage("-x %s: the value holds a NUL byte", name)
+		}
+		out = append(out, name+"="+value)
+	}
+	return out, nil
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// sshArgv is hosts.SSHArgv with the port of --ssh-port, and the rank's
+// environment passed as `env NAME=VALUE…` before the command: ssh carries
+// no environment.
+func sshArgv(port int, host string, env, command []string) []string {
+	words := command
+	if len(env) > 0 {
+		words = append(append([]string{"env"}, env...), command...)
+	}
+	argv := hosts.SSHArgv(host, words)
+	if port != 0 && port != hosts.SSHPort {
+		argv[2] = strconv.Itoa(port)
+	}
+	return argv
+}
+
+// oversubscribed is the note said once when this machine runs more ranks
+// than it has processors (SPEC §2), or "".
+func oversubscribed(hostsOf []string) string {
+	n := 0
+	for _, h := range hostsOf {
+		if hosts.IsLocal(h) {
+			n++
+		}
+	}
+	cpus := machineCPUs()
+	if n <= cpus {
+		return ""
+	}
+	if v := os.Getenv(SpinEnv); v != "" {
+		return fmt.Sprintf("note: %d ranks on this machine, which has %d processors: they share them (%s=%s keeps them spinning while they wait)", n, cpus, SpinEnv, v)
+	}
+	return fmt.Sprintf("note: %d ranks on this machine, which has %d processors: they share them, and do not spin while they wait", n, cpus)
+}

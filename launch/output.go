@@ -1,0 +1,503 @@
+package launch
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"sperli/codes"
+	"sperli/runtime"
+)
+
+// The launcher's rank output (SPEC §2). Every rank has two streams, its
+// standard output and its standard error. A stream splits what the rank
+// writes into lines and sends each line where it belongs:
+//
+//   - by default into a spool, shown when the ranks have ended, rank by
+//     rank, prefixed "[rank i] ";
+//   - with --live to the launcher's own stream as soon as the line is
+//     whole (a line is never cut in two nor mixed with another);
+//   - with --output-dir appended to DIR/rank-i.out or rank-i.err.
+//
+// On standard error two kinds of line are the launcher's, not the user's:
+// the status record (runtime.StatusPrefix) and the lines of the error
+// the rank ended with (runtime.ErrorPrefix). The record is parsed and not
+// shown; the error lines are kept until the record says what ended the
+// rank, then shown, except the H1612 of a rank ended by another one unless
+// -v is given: the launcher's last line names that cause once.
+//
+// Memory is bounded: a spool keeps spoolMem bytes in memory and the rest
+// in a temporary file, unlinked as soon as it is made, so it is gone when
+// the launcher ends whatever way it ends.
+
+// spoolMem is how much of a spool stays in memory, and memBudget how
+// much all the spools of a launcher keep in memory together (a job of
+// thousands of ranks spills sooner).
+const (
+	spoolMem  = 64 << 10
+	memBudget = 8 << 20
+)
+
+// spool is a byte buffer that spills to an unlinked temporary file.
+type spool struct {
+	mem    []byte
+	file   *os.File
+	size   int64
+	err    error         // the first failure to spill: output was lost
+	budget *atomic.Int64 // the memory the spools hold together; nil is none
+}
+
+// fits reports whether n more bytes may stay in memory, and takes them
+// from the budget.
+func (s *spool) fits(n int) bool {
+	if len(s.mem)+n > spoolMem {
+		return false
+	}
+	if s.budget == nil {
+		return true
+	}
+	if s.budget.Add(int64(n)) > memBudget {
+		s.budget.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
+func (s *spool) Write(p []byte) (int, error) {
+	n := len(p)
+	if s.err != nil {
+		return n, nil
+	}
+	if s.file == nil && s.fits(n) {
+		s.mem = append(s.mem, p...)
+		s.size += int64(n)
+		return n, nil
+	}
+	if s.file == nil {
+		f, err := os.CreateTemp("", "sperli-output-")
+		if err != nil {
+			s.err = err
+			return n, nil
+		}
+		os.Remove(f.Name())
+		if _, err := f.Write(s.mem); err != nil {
+			f.Close()
+			s.err = err
+			return n, nil
+		}
+		s.release()
+		s.file, s.mem = f, nil
+	}
+	if _, err := s.file.Write(p); err != nil {
+		s.err = err
+		return n, nil
+	}
+	s.size += int64(n)
+	return n, nil
+}
+
+// reader returns the spool's content from its start.
+func (s *spool) reader() io.Reader {
+	if s.file == nil {
+		return bytes.NewReader(s.mem)
+	}
+	return io.NewSectionReader(s.file, 0, s.size)
+}
+
+// reset empties the spool and removes its file.
+func (s *spool) reset() {
+	if s.file != nil {
+		s.file.Close()
+		s.file = nil
+	}
+	s.release()
+	s.mem, s.size = s.mem[:0], 0
+}
+
+// release gives the spool's memory back to the budget.
+func (s *spool) release() {
+	if s.budget != nil && s.file == nil {
+		s.budget.Add(-int64(len(s.mem)))
+	}
+}
+
+func (s *spool) Len() int64 { return s.size }
+
+// outputs is what every stream of a job shares: where lines go.
+type outputs struct {
+	mu       sync.Mutex // one line at a time on the launcher's streams
+	stdout   io.Writer
+	stderr   io.Writer
+	color    bool
+	live     bool
+	verbose  bool
+	dir      string // --output-dir
+	lostErrs []string
+	lineBuf  []byte       // --live: the line being written, under mu
+	memUsed  atomic.Int64 // what the spools hold in memory together
+	ending   atomic.Bool  // the launcher is ending the job itself
+	// onWaiting receives a rank's waiting record (runtime/waiting.go).
+	onWaiting func(rank int, w runtime.WaitRecord)
+}
+
+// stream is one rank's standard output or standard error in one
+// generation.
+type stream struct {
+	o      *outputs
+	rank   int
+	isErr  bool
+	gen    uint32
+	prefix string
+
+	mu     sync.Mutex
+	kind   lineKind
+	head   []byte // the first bytes of a line not yet classified
+	line   spool  // --live: the line being read
+	all    spool  // the default: every shown line, raw
+	errs   spool  // the rank's error lines, without their marker
+	record spool  // the status record being read
+	wait   []byte // the waiting record being read
+	file   *os.File
+	status *runtime.Status
+	cur    []byte // the start of the current line
+	last   []byte // the start of the last line not blank (ssh's message)
+	wrote  bool   // a line was shown
+	closed bool
+}
+
+type lineKind int
+
+const (
+	lineUnknown lineKind = iota
+	lineShown
+	lineStatus
+	lineError
+	lineWaiting
+)
+
+// maxWaiting bounds a waiting record.
+const maxWaiting = 4 << 10
+
+// maxRecord is the largest status record parsed whole; a larger one is
+// read from its head (its small fields come first).
+const maxRecord = 1 << 20
+
+func newStream(o *outputs, rank int, isErr bool, gen uint32, file *os.File) *stream {
+	s := &stream{o: o, rank: rank, isErr: isErr, gen: gen, prefix: Prefix(rank, o.color), file: file}
+	for _, sp := range []*spool{&s.line, &s.all, &s.errs, &s.record} {
+		sp.budget = &o.memUsed
+	}
+	return s
+}
+
+// Write takes what the rank wrote; it never fails (a rank is never
+// blocked or ended because of its output).
+func (s *stream) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		if s.kind == lineUnknown {
+			p = s.classify(p)
+			if s.kind == lineUnknown {
+				continue // a line of one line end, or p used up
+			}
+		}
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i+1]
+		}
+		p = p[len(chunk):]
+		s.add(chunk)
+		if i >= 0 {
+			s.endLine()
+		}
+	}
+	return n, nil
+}
+
+// classify reads the first bytes of a line until it knows its kind.
+func (s *stream) classify(p []byte) []byte {
+	prefixes := []string{runtime.StatusPrefix, runtime.ErrorPrefix, runtime.WaitingPrefix}
+	for len(p) > 0 {
+		s.head = append(s.head, p[0])
+		p = p[1:]
+		if !s.isErr {
+			break
+		}
+		maybe := false
+		for k, pre := range prefixes {
+			if string(s.head) == pre {
+				s.kind = []lineKind{lineStatus, lineError, lineWaiting}[k]
+				s.head = s.head[:0]
+				return p
+			}
+			if strings.HasPrefix(pre, string(s.head)) {
+				maybe = true
+			}
+		}
+		if !maybe || s.head[len(s.head)-1] == '\n' {
+			break
+		}
+		if len(p) == 0 {
+			return p // more to come
+		}
+	}
+	// A shown line: its first bytes are content.
+	s.kind = lineShown
+	var hb [32]byte
+	h := append(hb[:0], s.head...)
+	s.head = s.head[:0]
+	s.add(h)
+	if h[len(h)-1] == '\n' {
+		s.endLine()
+	}
+	return p
+}
+
+// add appends part of the current line.
+func (s *stream) add(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	switch s.kind {
+	case lineStatus:
+		s.record.Write(b)
+	case lineError:
+		s.errs.Write(b)
+	case lineWaiting:
+		if len(s.wait)+len(b) <= maxWaiting {
+			s.wait = append(s.wait, b...)
+		}
+	default:
+		s.show(b, true)
+	}
+}
+
+// show sends part of a shown line where shown lines go. first says
+// whether it is a line of the rank itself (its last line is kept).
+func (s *stream) show(b []byte, own bool) {
+	if own && s.isErr && len(s.cur) < 200 {
+		s.cur = append(s.cur, b[:min(len(b), 200-len(s.cur))]...)
+	}
+	s.wrote = true
+	switch {
+	case s.file != nil:
+		s.file.Write(b)
+	case s.o.live:
+		s.line.Write(b)
+	default:
+		s.all.Write(b)
+	}
+}
+
+// endLine ends the current line.
+func (s *stream) endLine() {
+	switch s.kind {
+	case lineStatus:
+		if st, ok := parseRecord(&s.record); ok {
+			s.status = &st
+		}
+		s.record.reset()
+		s.flushErrors()
+	case lineError:
+	case lineWaiting:
+		if w, ok := runtime.ParseWaiting(runtime.WaitingPrefix + string(s.wait)); ok && s.o.onWaiting != nil {
+			s.o.onWaiting(s.rank, w)
+		}
+		s.wait = s.wait[:0]
+	default:
+		if len(bytes.TrimSpace(s.cur)) > 0 {
+			s.last = append(s.last[:0], s.cur...)
+		}
+		s.cur = s.cur[:0]
+		if s.o.live && s.file == nil {
+			s.o.writeLine(s.dest(), s.prefix, &s.line)
+			s.line.reset()
+		}
+	}
+	s.kind = lineUnknown
+}
+
+func (s *stream) dest() io.Writer {
+	if s.isErr {
+		return s.o.stderr
+	}
+	return s.o.stdout
+}
+
+// flushErrors shows the error lines the rank ended with, unless they are
+// the H1612 of a rank ended by another (shown only with -v).
+func (s *stream) flushErrors() {
+	if s.errs.Len() == 0 {
+		return
+	}
+	// Hidden without -v: the H1612 of a rank ended by another, and the
+	// errors of ranks that saw their peers go as the launcher ended the job.
+	hide := s.file == nil && !s.o.verbose && (s.o.ending.Load() || s.status != nil && s.status.Code == codes.JobEnded.String())
+	if !hide {
+		// Each line as a shown line.
+		r := bufio.NewReaderSize(s.errs.reader(), 32<<10)
+		for {
+			b, err := r.ReadSlice('\n')
+			if len(b) > 0 {
+				s.kind = lineShown
+				s.show(b, false)
+				if b[len(b)-1] == '\n' {
+					s.endLine()
+				}
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil {
+				break
+			}
+		}
+		if s.kind == lineShown {
+			s.show([]byte{'\n'}, false)
+			s.endLine()
+		}
+	}
+	s.errs.reset()
+}
+
+// close ends the stream when the rank has ended: a last line without its
+// line end is ended, error lines without a record are shown.
+func (s *stream) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.kind == lineUnknown && len(s.head) > 0 {
+		s.kind = lineShown
+		h := append([]byte(nil), s.head...)
+		s.head = s.head[:0]
+		s.add(h)
+	}
+	switch s.kind {
+	case lineShown:
+		s.show([]byte{'\n'}, false)
+		s.endLine()
+	case lineError:
+		s.errs.Write([]byte{'\n'})
+		s.kind = lineUnknown
+	case lineStatus:
+		s.endLine()
+	}
+	s.flushErrors()
+}
+
+// release frees the stream's spools.
+func (s *stream) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.all.reset()
+	s.line.reset()
+	s.errs.reset()
+	s.record.reset()
+}
+
+// lastLine is the last line the rank wrote on its standard error (its
+// first 200 bytes), the status record and error lines aside.
+func (s *stream) lastLine() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.TrimSpace(string(s.last))
+}
+
+// writeLine writes one whole line with its prefix to w, alone.
+func (o *outputs) writeLine(w io.Writer, prefix string, line *spool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if line.file == nil {
+		b := append(append(o.lineBuf[:0], prefix...), line.mem...)
+		if len(b) == 0 || b[len(b)-1] != '\n' {
+			b = append(b, '\n')
+		}
+		w.Write(b)
+		if cap(b) <= spoolMem+1024 {
+			o.lineBuf = b[:0] // kept for the next line: no garbage per line
+		}
+		return
+	}
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteString(prefix)
+	io.Copy(bw, line.reader())
+	bw.Flush()
+}
+
+// writeSpool writes every line of sp to w, each prefixed.
+func writeSpool(w *bufio.Writer, prefix string, sp *spool) {
+	r := bufio.NewReaderSize(sp.reader(), 32<<10)
+	start := true
+	for {
+		b, err := r.ReadSlice('\n')
+		if len(b) > 0 {
+			if start {
+				w.WriteString(prefix)
+			}
+			w.Write(b)
+			start = b[len(b)-1] == '\n'
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			break
+		}
+	}
+	if !start {
+		w.WriteByte('\n')
+	}
+}
+
+// parseRecord reads a status record (without its prefix). A record of
+// any size is read: one over maxRecord from its head, where the small
+// fields come first, its message cut.
+func parseRecord(sp *spool) (runtime.Status, bool) {
+	if sp.Len() <= maxRecord {
+		b, _ := io.ReadAll(sp.reader())
+		return runtime.ParseStatus(runtime.StatusPrefix + string(b))
+	}
+	head := make([]byte, maxRecord)
+	n, _ := io.ReadFull(sp.reader(), head)
+	head = head[:n]
+	const key = `,"msg":"`
+	i := bytes.Index(head, []byte(key))
+	if i < 0 {
+		return runtime.Status{}, false
+	}
+	var st runtime.Status
+	if err := json.Unmarshal(append(head[:i:i], '}'), &st); err != nil {
+		return runtime.Status{}, false
+	}
+	msg := head[i+len(key):]
+	msg = msg[:min(len(msg), 64<<10)]
+	// Drop a cut escape at the end.
+	if j := bytes.LastIndexByte(msg, '\\'); j >= 0 && j >= len(msg)-6 {
+		msg = msg[:j]
+	}
+	var m string
+	if json.Unmarshal(append(append([]byte{'"'}, msg...), '"'), &m) == nil {
+		st.Msg = m + "…"
+	}
+	return st, true
+}
+
+// openOutputFiles opens DIR/rank-i.out and rank-i.err for appending.
+func openOutputFile(dir string, rank int, ext string) (*os.File, error) {
+	path := filepath.Join(dir, fmt.Sprintf("rank-%d.%s", rank, ext))
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+}

@@ -1,0 +1,40 @@
+package runtime_test
+
+import (
+	"strings"
+	"testing"
+
+	"sperli/codes"
+)
+
+// TestSelfRecvNeverMatches: a receive from this rank itself with no send
+// to itself pending is H1617 at once, naming it; the receive stays posted,
+// so a send to itself afterwards lets it finish; with the send first it
+// matches as before.
+func TestSelfRecvNeverMatches(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 2).initAll(ctx)
+	_, err := comms[0].Recv(ctx, 0, 5)
+	wantCode(t, "Recv from itself with nothing sent", err, codes.Finished)
+	if err != nil && !strings.Contains(err.Error(), "recv(source 0, tag 5) can never match") {
+		t.Errorf("error %q does not name the receive", err)
+	}
+	op, err := comms[1].StartRecv(1, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = comms[1].FinishRecv(ctx, op)
+	wantCode(t, "FinishRecv from itself with nothing sent", err, codes.Finished)
+	if err := comms[1].Send(ctx, 1, 6, []byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := comms[1].FinishRecv(ctx, op); err != nil || string(got) != "late" {
+		t.Errorf("FinishRecv after the send = %q, %v; want \"late\"", got, err)
+	}
+	if err := comms[0].Send(ctx, 0, 7, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := comms[0].Recv(ctx, 0, 7); err != nil || string(got) != "first" {
+		t.Errorf("Recv after a send to itself = %q, %v", got, err)
+	}
+}

@@ -1,0 +1,102 @@
+package runtime
+
+import (
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// The counters of a rank process, for `sperli run --stats` (what mpiP and
+// IPM add to MPI): time waiting in receives, collectives and checkpoints,
+// messages and bytes sent and received, collectives made. They are
+// counted always, with a few atomic additions beside the waits of
+// runtime/waiting.go, and reported in the status record (RankStats) when
+// a launcher started the rank. The launcher flags as the slowest rank
+// the one that waited least in collectives: the others waited for it.
+
+// procStart is when the process started, near enough: the package's init.
+var procStart = time.Now()
+
+var counters struct {
+	recvWait, collWait, ckptWait atomic.Int64 // nanoseconds
+	sentMsgs, sentBytes          atomic.Int64
+	recvMsgs, recvBytes          atomic.Int64
+	colls                        atomic.Int64
+}
+
+// RankStats is a rank's report in its status record.
+type RankStats struct {
+	WallMS      int64   `json:"wall_ms"`
+	RecvWaitMS  float64 `json:"recv_wait_ms"`
+	CollWaitMS  float64 `json:"coll_wait_ms"`
+	CkptWaitMS  float64 `json:"ckpt_wait_ms"`
+	SentMsgs    int64   `json:"sent_msgs"`
+	SentBytes   int64   `json:"sent_bytes"`
+	RecvMsgs    int64   `json:"recv_msgs"`
+	RecvBytes   int64   `json:"recv_bytes"`
+	Collectives int64   `json:"collectives"`
+	PeakRSSKB   int64   `json:"peak_rss_kb"`
+}
+
+func ms(ns int64) float64 { return float64(ns) / 1e6 }
+
+// Stats returns this process's counters.
+func Stats() RankStats {
+	s := RankStats{
+		WallMS:      time.Since(procStart).Milliseconds(),
+		RecvWaitMS:  ms(counters.recvWait.Load()),
+		CollWaitMS:  ms(counters.collWait.Load()),
+		CkptWaitMS:  ms(counters.ckptWait.Load()),
+		SentMsgs:    counters.sentMsgs.Load(),
+		SentBytes:   counters.sentBytes.Load(),
+		RecvMsgs:    counters.recvMsgs.Load(),
+		RecvBytes:   counters.recvBytes.Load(),
+		Collectives: counters.colls.Load(),
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		s.PeakRSSKB = ru.Maxrss
+	}
+	return s
+}
+
+// countSend counts a message handed to send.
+func countSend(n int) {
+	counters.sentMsgs.Add(1)
+	counters.sentBytes.Add(int64(n))
+}
+
+// countColl counts a collective call (checkpoints aside).
+func countColl(k Kind) {
+	if k < kindCkptBegin {
+		counters.colls.Add(1)
+	}
+}
+
+// countRecv counts a matched receive (its done closed).
+func countRecv(r *recvOp) {
+	if r.err == nil {
+		counters.recvMsgs.Add(1)
+		counters.recvBytes.Add(int64(len(r.data)))
+	}
+}
+
+// countWait adds a finished wait to the counters.
+func countWait(w *waitInfo) {
+	d := time.Since(w.since)
+	switch what := w.what.(type) {
+	case recvWait:
+		counters.recvWait.Add(int64(d))
+		select {
+		case <-what.r.done:
+			countRecv(what.r)
+		default:
+		}
+	case collWait:
+		if Kind(what.call.Kind) >= kindCkptBegin {
+			counters.ckptWait.Add(int64(d))
+			return
+		}
+		counters.collWait.Add(int64(d))
+	}
+}

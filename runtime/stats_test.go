@@ -1,0 +1,64 @@
+package runtime
+
+import (
+	"testing"
+
+	"sperli/wire"
+)
+
+// TestCountWait: a finished receive counts its wait, one message and its
+// bytes; a receive not done counts its wait only; a collective wait goes
+// to collectives, a checkpoint's to checkpoints; sends count.
+func TestCountWait(t *testing.T) {
+	before := Stats()
+	done := &recvOp{data: []byte("12345"), done: make(chan struct{})}
+	close(done.done)
+	leaveWait(enterWait(recvWait{done}))
+	leaveWait(enterWait(recvWait{&recvOp{done: make(chan struct{})}}))
+	leaveWait(enterWait(collWait{k: 1, call: wire.Call{Kind: uint8(KindBarrier)}, from: 1}))
+	leaveWait(enterWait(collWait{k: 2, call: wire.Call{Kind: uint8(kindCkptBegin)}, from: 1}))
+	countSend(7)
+	countColl(KindBarrier)
+	countColl(kindCkptBegin)
+	after := Stats()
+	if got := after.RecvMsgs - before.RecvMsgs; got != 1 {
+		t.Errorf("%d messages received, want 1", got)
+	}
+	if got := after.RecvBytes - before.RecvBytes; got != 5 {
+		t.Errorf("%d bytes received, want 5", got)
+	}
+	if after.SentMsgs-before.SentMsgs != 1 || after.SentBytes-before.SentBytes != 7 {
+		t.Errorf("sent %d messages, %d bytes; want 1, 7", after.SentMsgs-before.SentMsgs, after.SentBytes-before.SentBytes)
+	}
+	if after.Collectives-before.Collectives != 1 {
+		t.Errorf("%d collectives, want 1 (checkpoints aside)", after.Collectives-before.Collectives)
+	}
+	if after.RecvWaitMS < before.RecvWaitMS || after.CollWaitMS < before.CollWaitMS || after.CkptWaitMS < before.CkptWaitMS {
+		t.Errorf("a wait went down: %+v then %+v", before, after)
+	}
+	if after.PeakRSSKB <= 0 || after.WallMS < 0 {
+		t.Errorf("peak RSS %d kB, wall %d ms", after.PeakRSSKB, after.WallMS)
+	}
+}
+
+// BenchmarkWaitHooks is what the waiting record and the counters add to a
+// receive that waits (enterWait and leaveWait around it), and to one whose
+// message was there already (docs/benchmarks.md compares them with a
+// round trip).
+func BenchmarkWaitHooks(b *testing.B) {
+	b.Run("waits", func(b *testing.B) {
+		r := &recvOp{data: make([]byte, 64), done: make(chan struct{})}
+		b.ReportAllocs()
+		for b.Loop() {
+			leaveWait(enterWait(recvWait{r}))
+		}
+	})
+	b.Run("matched", func(b *testing.B) {
+		r := &recvOp{data: make([]byte, 64), done: make(chan struct{})}
+		close(r.done)
+		b.ReportAllocs()
+		for b.Loop() {
+			leaveWait(enterWait(recvWait{r}))
+		}
+	})
+}

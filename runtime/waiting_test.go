@@ -1,0 +1,37 @@
+package runtime
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"sperli/wire"
+)
+
+// TestWaitingRecord: a "waiting" line on the control channel is answered
+// with the call the process waits in, or "" once it left it; other and
+// over-long lines are ignored.
+func TestWaitingRecord(t *testing.T) {
+	w := enterWait(recvWait{&recvOp{src: 1, tag: 7}})
+	var out bytes.Buffer
+	readControl(strings.NewReader("hello\n"+strings.Repeat("waiting", 100)+"\nwaiting\n"), &out)
+	leaveWait(w)
+	readControl(strings.NewReader("waiting"), &out) // no line end: the channel's end
+	c := enterWait(collWait{k: 3, call: wire.Call{Kind: uint8(KindBarrier)}, from: 2})
+	readControl(strings.NewReader("waiting\n"), &out)
+	leaveWait(c)
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	want := []string{"recv(source 1, tag 7)", "", "barrier (collective 3, waiting for rank 2)"}
+	if len(lines) != len(want) {
+		t.Fatalf("%d records, want %d: %q", len(lines), len(want), out.String())
+	}
+	for i, l := range lines {
+		rec, ok := ParseWaiting(l)
+		if !ok || rec.Call != want[i] || rec.MS < 0 {
+			t.Errorf("record %d: %q (%v), want call %q", i, l, ok, want[i])
+		}
+	}
+	if call, _ := Waiting(); call != "" {
+		t.Errorf("after leaving every wait, Waiting() = %q", call)
+	}
+}

@@ -1,0 +1,204 @@
+package launcher
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// envProgram writes an executable rank that prints the variables SPEC §2
+// gives every rank, and FOO and BAR.
+func envProgram(t *testing.T, dir string) string {
+	return writeFile(t, filepath.Join(dir, "env.sh"), `#!/bin/sh
+echo "rank=$SPERLI_RANK size=$SPERLI_SIZE local=$SPERLI_LOCAL_RANK/$SPERLI_LOCAL_SIZE torch=$RANK/$WORLD_SIZE/$LOCAL_RANK/$LOCAL_WORLD_SIZE FOO=$FOO BAR=$BAR"
+`, 0o755)
+}
+
+// TestRankEnvironment: every rank gets SPERLI_RANK, SPERLI_SIZE,
+// SPERLI_LOCAL_RANK and SPERLI_LOCAL_SIZE, torchrun's variables unless
+// they are set already, and the -x variables (NAME=VALUE, or NAME passed
+// on); --np is -n.
+func TestRankEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	prog := envProgram(t, dir)
+	r := sperliRun(t, withEnv("BAR=from launcher"), dir, "run", "--np", "3", "-x", "FOO=f o", "-x", "BAR", prog)
+	if r.Code != 0 {
+		t.Fatalf("%v", r)
+	}
+	for rank := 0; rank < 3; rank++ {
+		want := fmt.Sprintf("rank=%d size=3 local=%d/3 torch=%d/3/%d/3 FOO=f o BAR=from launcher", rank, rank, rank, rank)
+		if got := rankLines(r.Stdout, rank); len(got) != 1 || got[0] != want {
+			t.Errorf("rank %d printed %q, want %q", rank, got, want)
+		}
+	}
+	// Set already: torchrun's RANK is left alone, here or by -x.
+	r = sperliRun(t, withEnv("RANK=mine"), dir, "run", "-n", "2", "-x", "WORLD_SIZE=9", prog)
+	if r.Code != 0 {
+		t.Fatalf("%v", r)
+	}
+	for rank := 0; rank < 2; rank++ {
+		want := fmt.Sprintf("rank=%d size=2 local=%d/2 torch=mine/9/%d/2 FOO= BAR=", rank, rank, rank)
+		if got := rankLines(r.Stdout, rank); len(got) != 1 || got[0] != want {
+			t.Errorf("rank %d printed %q, want %q", rank, got, want)
+		}
+	}
+}
+
+// TestFlagErrors: -x and --np mistakes are usage errors, nothing starts.
+func TestFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	prog, markers, path := markerProgram(t, dir)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"-x unset", []string{"run", "-n", "2", "-x", "SPERLI_SURELY_UNSET", prog}, []string{"-x SPERLI_SURELY_UNSET", "not set"}},
+		{"-x bad name", []string{"run", "-n", "2", "-x", "1X=y", prog}, []string{"-x 1X=y"}},
+		{"-x empty name", []string{"run", "-n", "2", "-x", "=y", prog}, []string{"-x =y"}},
+		{"-n and --np disagree", []string{"run", "-n", "2", "--np", "3", prog}, []string{"-n 2", "--np 3"}},
+		{"--np 0", []string{"run", "--np", "0", prog}, []string{"-n 0"}},
+		{"--ssh-port out of range", []string{"run", "-n", "2", "--ssh-port", "70000", prog}, []string{"--ssh-port 70000"}},
+		{"codes unknown", []string{"codes", "H1700"}, []string{"H1700", "no such code"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sperliRun(t, withEnv(path), dir, tc.args...)
+			if r.Code != 2 {
+				t.Errorf("sperli %q: exit status %d, want 2\n%v", tc.args, r.Code, r)
+			}
+			wantOneLine(t, fmt.Sprintf("sperli %q", tc.args), r.Stderr, tc.want...)
+			wantNotStarted(t, markers)
+		})
+	}
+}
+
+// TestRemoteCommand: a remote rank is started as `ssh -p PORT -o
+// BatchMode=yes HOST env NAME=VALUE… COMMAND` with --ssh-port's port and
+// its environment in the command (ssh carries none), which a remote shell
+// runs as meant.
+func TestRemoteCommand(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logs := filepath.Join(dir, "ssh-logs")
+	if err := os.Mkdir(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// An ssh stand-in that logs its words, then runs the command as sshd
+	// does: the words after the host joined by blanks, given to sh -c, in
+	// an environment without the launcher's variables.
+	// Each ssh logs into a file of its own (the two run at once).
+	writeFile(t, filepath.Join(bin, "ssh"), "#!/bin/sh\nlog='"+logs+"'/ssh.$$\nfor w in \"$@\"; do printf '%s|' \"$w\" >> \"$log\"; done\necho >> \"$log\"\nshift 5\nexec env -i PATH=/usr/bin:/bin sh -c \"$*\"\n", 0o755)
+	hostsFile := writeFile(t, filepath.Join(dir, "hosts"), "node1.example\nnode2.example\n", 0o644)
+	prog := envProgram(t, dir)
+	r := sperliRun(t, withEnv("PATH="+bin+":"+os.Getenv("PATH")), dir, "run", "-n", "2", "--hosts", hostsFile, "--ssh-port", "2222", "-x", "FOO=a b", prog)
+	if r.Code != 0 {
+		t.Errorf("exit status %d, want 0\n%v", r.Code, r)
+	}
+	// The environment reached the "remote" ranks through the command.
+	for rank := 0; rank < 2; rank++ {
+		want := fmt.Sprintf("rank=%d size=2 local=0/1 torch=%d/2/0/1 FOO=a b BAR=", rank, rank)
+		if got := rankLines(r.Stdout, rank); len(got) != 1 || got[0] != want {
+			t.Errorf("remote rank %d printed %q, want %q", rank, got, want)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(logs, "ssh.*"))
+	var got []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, lines(string(b))...)
+	}
+	if len(got) != 2 {
+		t.Fatalf("ssh started %d times, want 2: %q", len(got), got)
+	}
+	for _, line := range got {
+		m := regexp.MustCompile(`^-p\|2222\|-o\|BatchMode=yes\|(node[12])\.example\|env\|'SPERLI_LAUNCHED=1'\|'SPERLI_RANK=(\d)'\|'SPERLI_SIZE=2'\|'SPERLI_LOCAL_RANK=0'\|'SPERLI_LOCAL_SIZE=1'\|.*'FOO=a b'\|` + regexp.QuoteMeta(prog) + `\|$`).FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("ssh words %q, want -p 2222 … HOST env SPERLI_LAUNCHED=1 SPERLI_RANK=… 'FOO=a b' PROGRAM", line)
+			continue
+		}
+		if n, _ := strconv.Atoi(m[2]); fmt.Sprintf("node%d", n+1) != m[1] {
+			t.Errorf("ssh words %q: rank %s on %s.example", line, m[2], m[1])
+		}
+	}
+}
+
+// TestOversubscribedNote: more local ranks than processors is said once,
+// as a note; as many ranks as processors is said nothing.
+func TestOversubscribedNote(t *testing.T) {
+	cpus := onlineCPUs(t)
+	dir := t.TempDir()
+	prog := envProgram(t, dir)
+	for _, n := range []int{cpus, cpus + 1} {
+		r := sperliRun(t, baseEnv, dir, "run", "-n", strconv.Itoa(n), prog)
+		if r.Code != 0 {
+			t.Fatalf("%v", r)
+		}
+		notes := strings.Count(r.Stderr, "sperli: note: ")
+		want := 0
+		if n > cpus {
+			want = 1
+			if !strings.Contains(r.Stderr, fmt.Sprintf("sperli: note: %d ranks on this machine, which has %d processors", n, cpus)) {
+				t.Errorf("-n %d on %d processors: stderr %q, want the note", n, cpus, r.Stderr)
+			}
+		}
+		if notes != want {
+			t.Errorf("-n %d on %d processors: %d notes, want %d\n%v", n, cpus, notes, want, r)
+		}
+	}
+}
+
+func onlineCPUs(t *testing.T) int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, ok := strings.Cut(part, "-")
+		a, _ := strconv.Atoi(lo)
+		if !ok {
+			n++
+			continue
+		}
+		z, _ := strconv.Atoi(hi)
+		n += z - a + 1
+	}
+	return n
+}
+
+// TestCommandLineHelp: --version, `codes H1611`, completion scripts, and
+// an example in every command's --help.
+func TestCommandLineHelp(t *testing.T) {
+	dir := t.TempDir()
+	r := sperliRun(t, baseEnv, dir, "--version")
+	v := sperliRun(t, baseEnv, dir, "version")
+	if r.Code != 0 || !regexp.MustCompile(`^sperli \d+\.\d+\.\d+ \(protocol \d+, job description \d+, go[^)]*\)\n$`).MatchString(r.Stdout) || r.Stdout != v.Stdout {
+		t.Errorf("sperli --version: %v\nsperli version: %q; want the same version line", r, v.Stdout)
+	}
+	r = sperliRun(t, baseEnv, dir, "codes", "h1611")
+	if r.Code != 0 || !strings.HasPrefix(r.Stdout, "H1611  peer lost: ") || !strings.Contains(r.Stdout, "What to do: ") || !strings.Contains(r.Stdout, "--silence") {
+		t.Errorf("sperli codes h1611: %v\nwant the meaning and what to do", r)
+	}
+	for _, sh := range []string{"bash", "zsh", "fish"} {
+		r := sperliRun(t, baseEnv, dir, "completion", sh)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "sperli") || len(r.Stdout) < 500 {
+			t.Errorf("sperli completion %s: exit status %d, %d bytes", sh, r.Code, len(r.Stdout))
+		}
+	}
+	for _, cmd := range [][]string{{}, {"run"}, {"rank"}, {"job"}, {"job", "make"}, {"bench"}, {"codes"}, {"version"}, {"completion"}} {
+		r := sperliRun(t, baseEnv, dir, append(cmd, "--help")...)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "Examples:\n  ") {
+			t.Errorf("sperli %s --help: exit status %d, no examples:\n%s", strings.Join(cmd, " "), r.Code, r.Stdout)
+		}
+	}
+}

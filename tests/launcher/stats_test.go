@@ -1,0 +1,115 @@
+package launcher
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"sperli/tests/internal/testbin"
+	"strings"
+	"testing"
+)
+
+const statsProgram = `def main():
+    if comm.rank == 0:
+        comm.send(1, 1, "0123456789")
+        comm.send(1, 2, "abcdefghij")
+    elif comm.rank == 1:
+        comm.recv(0, 1)
+        comm.recv(0, 2)
+    elif comm.rank == 2:
+        x = 0
+        for i in range(1500000):
+            x += i
+    comm.barrier()
+    comm.allreduce("int64", "sum", array.pack("int64", [1]))
+    comm.allreduce("int64", "sum", array.pack("int64", [1]))
+`
+
+type statsLine struct {
+	Rank        int     `json:"rank"`
+	WallMS      int64   `json:"wall_ms"`
+	RecvWaitMS  float64 `json:"recv_wait_ms"`
+	CollWaitMS  float64 `json:"coll_wait_ms"`
+	SentMsgs    int64   `json:"sent_msgs"`
+	SentBytes   int64   `json:"sent_bytes"`
+	RecvMsgs    int64   `json:"recv_msgs"`
+	RecvBytes   int64   `json:"recv_bytes"`
+	Collectives int64   `json:"collectives"`
+	PeakRSSKB   int64   `json:"peak_rss_kb"`
+	BehindMS    float64 `json:"behind_ms"`
+	Slowest     bool    `json:"slowest"`
+}
+
+// TestStats: --stats=json prints one JSON object with every rank's
+// counters: the messages and bytes sent and received, the collectives,
+// the memory, and the rank the others waited for flagged as the slowest;
+// --stats a plain table when stderr is no terminal.
+func TestStats(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "st.star"), statsProgram, 0o644)
+	r := sperliRun(t, baseEnv, dir, "run", "-n", "3", "--stats=json", "st.star")
+	if r.Code != 0 {
+		t.Fatalf("%v", r)
+	}
+	var obj struct {
+		Ranks []statsLine `json:"sperli_stats"`
+	}
+	found := 0
+	for _, l := range lines(r.Stderr) {
+		if strings.HasPrefix(l, `{"sperli_stats":`) {
+			found++
+			if err := json.Unmarshal([]byte(l), &obj); err != nil {
+				t.Fatalf("the stats line does not parse: %v\n%s", err, l)
+			}
+		}
+	}
+	if found != 1 || len(obj.Ranks) != 3 {
+		t.Fatalf("%d stats lines with %d ranks, want one with 3\n%v", found, len(obj.Ranks), r)
+	}
+	s := obj.Ranks
+	if s[0].SentMsgs != 2 || s[0].SentBytes != 20 || s[1].RecvMsgs != 2 || s[1].RecvBytes != 20 || s[1].SentMsgs != 0 || s[2].RecvMsgs != 0 {
+		t.Errorf("messages and bytes: %+v", s)
+	}
+	for _, x := range s {
+		if x.Collectives != 3 || x.PeakRSSKB <= 0 || x.WallMS <= 0 {
+			t.Errorf("rank %d: %d collectives (want 3), peak RSS %d kB, wall %d ms", x.Rank, x.Collectives, x.PeakRSSKB, x.WallMS)
+		}
+	}
+	if !s[2].Slowest || s[0].Slowest || s[1].Slowest || s[2].BehindMS <= 0 {
+		t.Errorf("rank 2, which computed while the others waited in the barrier, is not the one flagged slowest: %+v", s)
+	}
+	if s[0].CollWaitMS <= 0 || s[1].CollWaitMS <= 0 {
+		t.Errorf("ranks 0 and 1 waited for rank 2 in the barrier, their collective wait is %v, %v ms", s[0].CollWaitMS, s[1].CollWaitMS)
+	}
+
+	r = sperliRun(t, baseEnv, dir, "run", "-n", "3", "--stats", "st.star")
+	if r.Code != 0 {
+		t.Fatalf("%v", r)
+	}
+	var table []string
+	for _, l := range lines(withoutNotes(r.Stderr)) {
+		table = append(table, l)
+	}
+	if len(table) != 4 || !strings.HasPrefix(table[0], "rank  wall s  recv wait s") || !strings.HasSuffix(table[3], "slowest: the others waited for it") || strings.Contains(table[1]+table[2], "slowest") {
+		t.Errorf("--stats table:\n%s", strings.Join(table, "\n"))
+	}
+	if strings.Contains(r.Stderr, "\x1b") {
+		t.Errorf("the table holds escapes although stderr is no terminal")
+	}
+}
+
+// TestStatsTableInTerminal: on a terminal the --stats table is drawn with
+// lipgloss (box lines).
+func TestStatsTableInTerminal(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "st.star"), statsProgram, 0o644)
+	cmd := exec.Command("script", "-qfec", "'"+sperli+"' run -n 3 --stats st.star", "/dev/null")
+	cmd.Dir, cmd.Env = dir, baseEnv
+	r := testbin.Start(t, cmd).Wait(t, timeout)
+	if r.Code != 0 {
+		t.Fatalf("%v", r)
+	}
+	if !strings.Contains(r.Stdout, "┌") || !strings.Contains(r.Stdout, "│") || !strings.Contains(r.Stdout, "slowest: the others waited for it") {
+		t.Errorf("no lipgloss table on the terminal:\n%s", r.Stdout)
+	}
+}
