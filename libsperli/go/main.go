@@ -646,7 +646,10 @@ func sperligo_exit(rc C.int, msg *C.char) C.int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
-	if lastJob == nil || lastJob.Launched {
+	// A rank started by hand never shows the launcher's record: only one
+	// whose description says a launcher started it, or, with none read,
+	// whose environment does (runtime.LaunchedEnv).
+	if (lastJob != nil && lastJob.Launched) || (lastJob == nil && os.Getenv(runtime.LaunchedEnv) == "1") {
 		runtime.WriteStatus(os.Stderr, err)
 	}
 	return C.int(runtime.ExitStatus(err))
