@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/hosts"
 )
 
 // The low-latency wait. A goroutine that blocks in a socket read parks in
@@ -38,13 +39,19 @@ func spinLimit(j *Job) (time.Duration, error) {
 		}
 		return time.Duration(us) * time.Microsecond, nil
 	}
-	local := 0
-	for _, h := range j.Hosts {
+	local, first := 0, j.Rank
+	for r, h := range j.Hosts {
 		if h.Host == j.Hosts[j.Rank].Host {
 			local++
+			first = min(first, r)
 		}
 	}
-	if local > hostCPUs() {
+	if cpus := hostCPUs(); local > cpus {
+		// The launcher says so for its own machine; on another host the
+		// first rank there says it, once (SPEC §2: a note, not an error).
+		if j.Launched && first == j.Rank && !hosts.IsLocal(j.Hosts[j.Rank].Host) {
+			j.logf("note: %d ranks on host %s, which has %d processors: they share them, and do not spin while they wait", local, j.Hosts[j.Rank].Host, cpus)
+		}
 		return 0, nil
 	}
 	return DefaultSpin, nil

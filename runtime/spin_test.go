@@ -155,3 +155,29 @@ func TestBothWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestOversubscribedRemoteNote: on a host that is not the launcher's, the
+// first rank there says once that the host runs more ranks than it has
+// processors; the others, and the launcher's own machine, say nothing.
+func TestOversubscribedRemoteNote(t *testing.T) {
+	t.Setenv("SPERLI_SPIN_US", "")
+	n := runtime.HostCPUsForTest() + 1
+	for _, tc := range []struct {
+		host string
+		rank int
+		want bool
+	}{{"node-a", 0, true}, {"node-a", 1, false}, {"127.0.0.1", 0, false}} {
+		var lines []string
+		j := &runtime.Job{Rank: tc.rank, Size: n, Launched: true, Logf: func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) }}
+		for i := 0; i < n; i++ {
+			j.Hosts = append(j.Hosts, runtime.Host{Host: tc.host, Port: 1000 + i})
+		}
+		spin, err := runtime.SpinLimitForTest(j)
+		if err != nil || spin != 0 {
+			t.Fatalf("%s rank %d: spin = %v, %v; want 0 (oversubscribed)", tc.host, tc.rank, spin, err)
+		}
+		if got := len(lines) == 1 && strings.Contains(lines[0], fmt.Sprintf("note: %d ranks on host %s", n, tc.host)); got != tc.want {
+			t.Errorf("%s rank %d: lines %q, want a note: %v", tc.host, tc.rank, lines, tc.want)
+		}
+	}
+}
