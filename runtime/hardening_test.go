@@ -463,3 +463,23 @@ func TestRefusalLogRateLimited(t *testing.T) {
 	}
 	joinRight(t, ctx, f, listener)
 }
+
+// TestVoidFloodBounded: voids for calls far in the future are kept for
+// their call, each holding its credit, so a peer that floods them is cut
+// off at the window (H1627) instead of growing a map without bound.
+func TestVoidFloodBounded(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 2).initAll(ctx)
+	h := newHostile(t, comms[1])
+	desc := []byte{4, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 7} // allreduce(int64, sum), 7 bytes
+	batch := make([]rawFrame, 4096)
+	seq := uint64(1000)
+	for i := 0; i < 65; i++ { // 266,240 voids of 268 bytes of credit each: past 64 MiB
+		for j := range batch {
+			seq++
+			batch[j] = rawFrame{Type: tCollective, Flags: fVoid, Seq: seq, Payload: desc}
+		}
+		h.write(0, batch...)
+	}
+	wantViolation(t, ctx, comms[0], comms[1])
+}
