@@ -2,9 +2,7 @@ package runtime_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"net"
 	"testing"
@@ -113,12 +111,8 @@ func barePair(b *testing.B) (*tls.Conn, *tls.Conn) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cert := func(j *runtime.Job) tls.Certificate {
-		leaf, _ := x509.ParseCertificate(j.Cert)
-		return tls.Certificate{Certificate: [][]byte{j.Cert}, PrivateKey: ed25519.NewKeyFromSeed(j.Key), Leaf: leaf}
-	}
-	srvCfg := &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert(j1)}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
-	cliCfg := &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert(j0)}, RootCAs: pool, ServerName: "127.0.0.1"}
+	srvCfg := &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{rankCert(j1)}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	cliCfg := &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{rankCert(j0)}, RootCAs: pool, ServerName: "127.0.0.1"}
 	srvc := make(chan *tls.Conn, 1)
 	go func() {
 		raw, err := f.lns[1].Accept()

@@ -2,6 +2,9 @@ package runtime_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"strings"
@@ -163,4 +166,20 @@ func wantCode(t *testing.T, what string, err error, want codes.Code) {
 	if !strings.HasPrefix(err.Error(), want.String()+": ") {
 		t.Fatalf("%s error text %q does not start with %q", what, err.Error(), want.String()+": ")
 	}
+}
+
+// startInit joins j on a goroutine of its own; the channel gets the result.
+func startInit(ctx context.Context, j *runtime.Job) chan result {
+	out := make(chan result, 1)
+	go func() {
+		c, err := runtime.Init(ctx, j)
+		out <- result{c, err}
+	}()
+	return out
+}
+
+// rankCert is j's certificate and key for a hand-made TLS peer.
+func rankCert(j *runtime.Job) tls.Certificate {
+	leaf, _ := x509.ParseCertificate(j.Cert)
+	return tls.Certificate{Certificate: [][]byte{j.Cert}, PrivateKey: ed25519.NewKeyFromSeed(j.Key), Leaf: leaf}
 }

@@ -2,9 +2,7 @@ package runtime_test
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -334,20 +332,15 @@ func TestNoCommonGroup(t *testing.T) {
 	t.Run("dialer without the group", func(t *testing.T) {
 		ctx := testCtx(t)
 		f := newFixture(t, 2)
-		listener := make(chan result, 1)
-		go func() {
-			c, err := runtime.Init(ctx, f.job(1))
-			listener <- result{c, err}
-		}()
+		listener := startInit(ctx, f.job(1))
 		j := f.job(0)
 		pool, _, err := pki.Pool(j.CA)
 		if err != nil {
 			t.Fatal(err)
 		}
-		leaf, _ := x509.ParseCertificate(j.Cert)
 		cfg := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, ServerName: "127.0.0.1",
 			CurvePreferences: []tls.CurveID{tls.X25519},
-			Certificates:     []tls.Certificate{{Certificate: [][]byte{j.Cert}, PrivateKey: ed25519.NewKeyFromSeed(j.Key), Leaf: leaf}}}
+			Certificates:     []tls.Certificate{rankCert(j)}}
 		if conn, err := tls.Dial("tcp", f.lns[1].Addr().String(), cfg); err == nil {
 			conn.Close()
 			t.Fatal("a handshake without the hybrid group succeeded")
@@ -362,9 +355,8 @@ func TestNoCommonGroup(t *testing.T) {
 		f := newFixture(t, 2)
 		f.spec.JoinMS = 1500
 		j := f.job(1)
-		leaf, _ := x509.ParseCertificate(j.Cert)
 		foreign := tls.NewListener(f.lns[1], &tls.Config{MinVersion: tls.VersionTLS13, CurvePreferences: []tls.CurveID{tls.X25519},
-			Certificates: []tls.Certificate{{Certificate: [][]byte{j.Cert}, PrivateKey: ed25519.NewKeyFromSeed(j.Key), Leaf: leaf}}})
+			Certificates: []tls.Certificate{rankCert(j)}})
 		go func() {
 			for {
 				c, err := foreign.Accept()
@@ -409,11 +401,7 @@ func TestAcceptSurvivesEMFILE(t *testing.T) {
 	f := newFixture(t, 2)
 	j := f.job(1)
 	j.Listener = &flakyListener{Listener: f.lns[1], fails: 5}
-	listener := make(chan result, 1)
-	go func() {
-		c, err := runtime.Init(ctx, j)
-		listener <- result{c, err}
-	}()
+	listener := startInit(ctx, j)
 	joinRight(t, ctx, f, listener)
 	if !f.logs.has("too many open files") {
 		t.Errorf("rank 1 did not log the failed accepts; log:\n%s", f.logs)
@@ -429,11 +417,7 @@ func TestRefusalLogRateLimited(t *testing.T) {
 	now := time.Now()
 	j := f.job(1)
 	j.Now = func() time.Time { return now }
-	listener := make(chan result, 1)
-	go func() {
-		c, err := runtime.Init(ctx, j)
-		listener <- result{c, err}
-	}()
+	listener := startInit(ctx, j)
 	flood := func(n int) {
 		for i := 0; i < n; i++ {
 			conn, err := rawClient(t, f, false)

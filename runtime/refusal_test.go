@@ -83,11 +83,7 @@ func TestDialerRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			f := newFixture(t, 2)
-			listener := make(chan result, 1)
-			go func() {
-				c, err := runtime.Init(ctx, f.job(1))
-				listener <- result{c, err}
-			}()
+			listener := startInit(ctx, f.job(1))
 
 			bad := f.job(0)
 			spare, err := net.Listen("tcp", "127.0.0.1:0")
@@ -151,8 +147,7 @@ func rawClient(t *testing.T, f *fixture, withCert bool) (*tls.Conn, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, ServerName: "127.0.0.1"}
 	if withCert {
-		leaf, _ := x509.ParseCertificate(j.Cert)
-		cfg.Certificates = []tls.Certificate{{Certificate: [][]byte{j.Cert}, PrivateKey: ed25519.NewKeyFromSeed(j.Key), Leaf: leaf}}
+		cfg.Certificates = []tls.Certificate{rankCert(j)}
 	}
 	addr := f.lns[1].Addr().String()
 	conn, err := tls.Dial("tcp", addr, cfg)
@@ -225,11 +220,7 @@ func TestListenerRefusesFrames(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			f := newFixture(t, 2)
-			listener := make(chan result, 1)
-			go func() {
-				c, err := runtime.Init(ctx, f.job(1))
-				listener <- result{c, err}
-			}()
+			listener := startInit(ctx, f.job(1))
 			conn, err := rawClient(t, f, true)
 			if err != nil {
 				t.Fatal(err)
@@ -247,11 +238,7 @@ func TestListenerRefusesFrames(t *testing.T) {
 	t.Run("no certificate", func(t *testing.T) {
 		ctx := testCtx(t)
 		f := newFixture(t, 2)
-		listener := make(chan result, 1)
-		go func() {
-			c, err := runtime.Init(ctx, f.job(1))
-			listener <- result{c, err}
-		}()
+		listener := startInit(ctx, f.job(1))
 		conn, err := rawClient(t, f, false)
 		if err == nil {
 			// TLS 1.3: the client learns of the refusal on its first read.
@@ -290,11 +277,7 @@ func TestListenerMetOnlyByWrongPeer(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFixture(t, 2)
 	f.spec.JoinMS = 1500
-	listener := make(chan result, 1)
-	go func() {
-		c, err := runtime.Init(ctx, f.job(1))
-		listener <- result{c, err}
-	}()
+	listener := startInit(ctx, f.job(1))
 	bad := f.job(0)
 	bad.Listener = f.lns[0]
 	resign(t, bad, f.id.JobPriv, func(tk *pki.Token) { tk.Expires = time.Now().Add(-time.Minute) })
