@@ -5,7 +5,7 @@ BIN      := bin
 SPERLI   := $(BIN)/sperli
 FUZZTIME ?= 10s
 
-.PHONY: all build run test test-hosts test-slurm race fuzz golden bench verify clean
+.PHONY: all build run test test-hosts test-slurm race fuzz golden bench bench-coll verify clean
 
 all: build
 
@@ -57,6 +57,11 @@ fuzz:
 bench: build
 	$(SPERLI) bench --plot docs/bench.svg
 	$(GO) test -run '^$$' -bench 'RoundTrip|Rate' -benchtime 2s ./runtime/
+
+# Collectives beside Open MPI 4.1 at 2–32 ranks; writes docs/collectives.svg
+# (docs/benchmarks.md, "Collectives beside Open MPI").
+bench-coll:
+	sh scripts/bench/collectives.sh
 
 verify:
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt needed"; exit 1)
