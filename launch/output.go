@@ -146,6 +146,8 @@ type outputs struct {
 	ending   atomic.Bool  // the launcher is ending the job itself
 	// onWaiting receives a rank's waiting record (runtime/waiting.go).
 	onWaiting func(rank int, w runtime.WaitRecord)
+	// onGen receives a slot's generation report (runtime/recover.go).
+	onGen func(slot int, line []byte)
 }
 
 // stream is one rank's standard output or standard error in one
@@ -181,6 +183,7 @@ const (
 	lineStatus
 	lineError
 	lineWaiting
+	lineGen
 )
 
 // maxWaiting bounds a waiting record.
@@ -227,7 +230,7 @@ func (s *stream) Write(p []byte) (int, error) {
 
 // classify reads the first bytes of a line until it knows its kind.
 func (s *stream) classify(p []byte) []byte {
-	prefixes := []string{runtime.StatusPrefix, runtime.ErrorPrefix, runtime.WaitingPrefix}
+	prefixes := []string{runtime.StatusPrefix, runtime.ErrorPrefix, runtime.WaitingPrefix, runtime.GenPrefix}
 	for len(p) > 0 {
 		s.head = append(s.head, p[0])
 		p = p[1:]
@@ -237,7 +240,7 @@ func (s *stream) classify(p []byte) []byte {
 		maybe := false
 		for k, pre := range prefixes {
 			if string(s.head) == pre {
-				s.kind = []lineKind{lineStatus, lineError, lineWaiting}[k]
+				s.kind = []lineKind{lineStatus, lineError, lineWaiting, lineGen}[k]
 				s.head = s.head[:0]
 				return p
 			}
@@ -274,7 +277,7 @@ func (s *stream) add(b []byte) {
 		s.record.Write(b)
 	case lineError:
 		s.errs.Write(b)
-	case lineWaiting:
+	case lineWaiting, lineGen:
 		if len(s.wait)+len(b) <= maxWaiting {
 			s.wait = append(s.wait, b...)
 		}
@@ -313,6 +316,11 @@ func (s *stream) endLine() {
 	case lineWaiting:
 		if w, ok := runtime.ParseWaiting(runtime.WaitingPrefix + string(s.wait)); ok && s.o.onWaiting != nil {
 			s.o.onWaiting(s.rank, w)
+		}
+		s.wait = s.wait[:0]
+	case lineGen:
+		if s.o.onGen != nil {
+			s.o.onGen(s.rank, bytes.TrimSpace(s.wait))
 		}
 		s.wait = s.wait[:0]
 	default:

@@ -105,7 +105,7 @@ func (c *Comm) collFrameIn(p *peer, h wire.Header, payload []byte) error {
 	c.mu.Lock()
 	to, ok := c.comms[h.Tag]
 	if !ok {
-		c.early[h.Tag] = append(c.early[h.Tag], earlyFrame{from: p.rank, h: h, payload: payload})
+		c.early[h.Tag] = append(c.early[h.Tag], earlyFrame{from: c.from(p), h: h, payload: payload})
 		c.mu.Unlock()
 		return nil
 	}
@@ -119,7 +119,7 @@ func (c *Comm) collArrive(p *peer, h wire.Header, payload []byte) error {
 	if err != nil {
 		return err
 	}
-	from := c.rankOf(p.rank)
+	from := c.rankOf(c.from(p))
 	if from < 0 {
 		return violation(p.rank, "it sent a collective frame of communicator %d, which it is not in", c.ctxID)
 	}
@@ -304,7 +304,7 @@ func (c *Comm) void(k uint64, mine wire.Call, why string) error {
 	payload := wire.AppendCall(nil, mine)
 	for r := 0; r < c.size; r++ {
 		if p := c.peerAt(r); p != nil {
-			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Collective, Flags: wire.FlagVoid, Tag: c.ctxID, Seq: k, Length: uint32(len(payload))}, payload: payload, counted: true})
+			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Collective, Incarnation: c.inc, Flags: wire.FlagVoid, Tag: c.ctxID, Seq: k, Length: uint32(len(payload))}, payload: payload, counted: true})
 		}
 	}
 	return &codes.Error{Code: codes.WrongCollective, Rank: -1, Msg: why}
@@ -324,7 +324,7 @@ type collCall struct {
 // send queues one frame of the call to rank to. data is not copied.
 func (cc *collCall) send(to int, flags uint16, data []byte) error {
 	head := wire.AppendCall(make([]byte, 0, wire.CallSize), cc.mine)
-	f := &outFrame{h: wire.Header{Type: wire.Collective, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, head: head, payload: data, counted: true, done: make(chan struct{})}
+	f := &outFrame{h: wire.Header{Type: wire.Collective, Incarnation: cc.c.inc, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, head: head, payload: data, counted: true, done: make(chan struct{})}
 	cc.sent = append(cc.sent, f)
 	return cc.c.peerAt(to).enqueue(f)
 }

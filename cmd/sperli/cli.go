@@ -143,6 +143,8 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.StringVar(&o.Wdir, "wdir", "", "the ranks' working directory (default: this one)")
 	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "checkpoint directory; turns on restarts")
 	f.IntVar(&o.RestartMax, "restart-max", 3, "most restarts with --checkpoint-dir")
+	f.IntVar(&o.Spares, "spares", 0, "warm spare slots: a lost rank's place is taken in place, without relaunching the others")
+	f.StringVar(&o.Record, "record", "", "append each generation's layout to this file, one JSON line each")
 	f.BoolVar(&o.Live, "live", false, "show each output line as it comes (whole lines), not rank by rank at the end")
 	f.StringVar(&o.OutputDir, "output-dir", "", "write DIR/rank-<i>.out and rank-<i>.err (appending) instead of showing the output")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "also show the H1612 errors of the ranks a failure ended")
@@ -224,17 +226,20 @@ func runRank(prog string, args, modules []string) int {
 		return runtime.Exit(nil, err)
 	}
 	ctx := context.Background()
-	c, err := runtime.Init(ctx, job)
-	if err != nil {
+	// Run calls the program again in every generation after an in-place
+	// recovery (SPEC §10.2): main() runs again and resume() rolls back.
+	c, err := runtime.Run(ctx, job, func(ctx context.Context, c *runtime.Comm) error {
+		return starlib.Run(&starlib.Program{
+			File: prog, Args: args, Modules: modules, CacheDir: starlib.DefaultCacheDir(), Comm: c, Context: ctx,
+		})
+	})
+	if c == nil {
 		if job.Launched {
 			return runtime.Exit(nil, err)
 		}
 		fmt.Fprintln(os.Stderr, err)
 		return runtime.ExitStatus(err)
 	}
-	err = starlib.Run(&starlib.Program{
-		File: prog, Args: args, Modules: modules, CacheDir: starlib.DefaultCacheDir(), Comm: c, Context: ctx,
-	})
 	return runtime.Exit(c, err)
 }
 
