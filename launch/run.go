@@ -371,6 +371,7 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 	o := l.o
 	lines := append([]hosts.Line(nil), pl.Lines[:o.N+o.Spares]...)
 	unused := o.N + o.Spares
+	used := 0 // restarts made
 	for inc := uint32(0); ; inc++ {
 		l.mu.Lock()
 		// Each incarnation says its own losses and restarts, even when
@@ -379,7 +380,7 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 		l.out.ending.Store(false)
 		l.mu.Unlock()
 		code, procs, interrupted := l.incarnation(ctx, id, lines, star, inc, failures)
-		again := code == runtime.ExitLost && o.CheckpointDir != "" && ctx.Err() == nil && !interrupted && int(inc) < o.RestartMax
+		again := code == runtime.ExitLost && o.CheckpointDir != "" && ctx.Err() == nil && !interrupted && used < o.RestartMax
 		l.showOutput(procs, inc, again)
 		if o.Stats != "" && !again {
 			l.out.mu.Lock()
@@ -403,7 +404,7 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 		}
 		lost := l.lostRanks()
 		if !again {
-			l.say("rank %s lost and no restart left (%d of %d used)", joinInts(lost), inc, o.RestartMax)
+			l.say("rank %s lost and no restart left (%d of %d used)", joinInts(lost), used, o.RestartMax)
 			return code
 		}
 		for _, r := range lost {
@@ -418,7 +419,8 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 		if g := uint32(l.gens.last()); g > inc {
 			inc = g // generations made in place count too (SPEC §10.1)
 		}
-		l.say("restart %d of %d: incarnation %d", inc+1, o.RestartMax, inc+1)
+		used++
+		l.say("restart %d of %d: incarnation %d", used, o.RestartMax, inc+1)
 	}
 }
 

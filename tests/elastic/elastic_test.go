@@ -1,0 +1,263 @@
+// Package elastic tests in-place recovery with warm spares (SPEC §10.2)
+// as processes: the real `sperli run --spares S --record FILE`, real
+// ranks on loopback, SIGKILL by the test failure schedule. The oracle
+// reads only the record file and the program's output: generations
+// consecutive and chained by SHA-256, each loss recorded once, lost ranks
+// taken by the lowest spares in rank order, the survivors' pids unchanged
+// (nobody relaunched), and the result equal to that of a run without
+// failures.
+package elastic
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"sperli/tests/internal/testbin"
+)
+
+var (
+	root, sperli, stencil string
+	baseEnv               []string
+)
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	var err error
+	if root, err = testbin.Root(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	dir, err := testbin.TempDir("sperli-elastic-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	sperli = filepath.Join(dir, "sperli")
+	if err := testbin.Build(root, [][2]string{{sperli, "./cmd/sperli"}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	stencil = filepath.Join(root, "scripts", "examples", "stencil.star")
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "SPERLI_REFUSED_HOSTS", "SPERLI_TEST_FAILURE_SCHEDULE", "NO_COLOR", "XDG_CACHE_HOME":
+			continue
+		}
+		baseEnv = append(baseEnv, kv)
+	}
+	baseEnv = append(baseEnv, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+	return m.Run()
+}
+
+const timeout = 90 * time.Second
+
+// run runs `sperli run ARGS` in a fresh directory with the schedule.
+func run(t *testing.T, schedule string, args ...string) (testbin.Result, string) {
+	t.Helper()
+	work := t.TempDir()
+	cmd := exec.Command(sperli, append([]string{"run"}, args...)...)
+	cmd.Dir = work
+	cmd.Env = append(slices.Clone(baseEnv), "TMPDIR="+t.TempDir())
+	if schedule != "" {
+		cmd.Env = append(cmd.Env, "SPERLI_TEST_FAILURE_SCHEDULE="+schedule)
+	}
+	return testbin.Start(t, cmd).Wait(t, timeout), work
+}
+
+var checksumRE = regexp.MustCompile(`(?m)^\[rank \d+\] (cells=\d+ steps=\d+ checksum=\d+)$`)
+
+func result(t *testing.T, r testbin.Result) string {
+	t.Helper()
+	m := checksumRE.FindAllStringSubmatch(r.Stdout, -1)
+	if len(m) != 1 {
+		t.Fatalf("%d result lines, want 1\n%v", len(m), r)
+	}
+	return m[0][1]
+}
+
+type genRecord struct {
+	Job    string         `json:"job"`
+	Gen    int            `json:"generation"`
+	Size   int            `json:"size"`
+	Ranks  []int          `json:"ranks"`
+	Spares []int          `json:"spares"`
+	Lost   []int          `json:"lost"`
+	Hosts  map[string]any `json:"hosts"`
+	Pids   map[string]int `json:"pids"`
+	Cause  string         `json:"cause"`
+	Prev   string         `json:"prev"`
+}
+
+// oracle checks the record file on its own and returns its generations.
+func oracle(t *testing.T, path string, n, spares int) []genRecord {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var gens []genRecord
+	prev := ""
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		dec := json.NewDecoder(strings.NewReader(string(line)))
+		dec.DisallowUnknownFields()
+		var g genRecord
+		if err := dec.Decode(&g); err != nil {
+			t.Fatalf("record line %d: %v: %s", len(gens)+1, err, line)
+		}
+		if g.Gen != len(gens) {
+			t.Fatalf("record line %d is generation %d, want %d (consecutive)", len(gens)+1, g.Gen, len(gens))
+		}
+		if g.Prev != prev {
+			t.Fatalf("generation %d: prev %q, want the SHA-256 of the line before, %q", g.Gen, g.Prev, prev)
+		}
+		sum := sha256.Sum256(line)
+		prev = hex.EncodeToString(sum[:])
+		if g.Size != n || len(g.Ranks) != n {
+			t.Fatalf("generation %d: size %d with %d ranks, want %d", g.Gen, g.Size, len(g.Ranks), n)
+		}
+		gens = append(gens, g)
+	}
+	if len(gens) == 0 {
+		t.Fatal("the record is empty")
+	}
+	g0 := gens[0]
+	for r, s := range g0.Ranks {
+		if s != r {
+			t.Fatalf("generation 0: rank %d is slot %d", r, s)
+		}
+	}
+	if len(g0.Spares) != spares || len(g0.Lost) != 0 {
+		t.Fatalf("generation 0: spares %v lost %v", g0.Spares, g0.Lost)
+	}
+	lostOnce := map[int]bool{}
+	for i := 1; i < len(gens); i++ {
+		a, b := gens[i-1], gens[i]
+		if len(b.Lost) == 0 {
+			t.Fatalf("generation %d records no loss", b.Gen)
+		}
+		pool := slices.Clone(a.Spares)
+		for _, s := range b.Lost {
+			if lostOnce[s] {
+				t.Fatalf("slot %d recorded lost twice (generation %d)", s, b.Gen)
+			}
+			lostOnce[s] = true
+			pool = slices.DeleteFunc(pool, func(x int) bool { return x == s })
+		}
+		// Lost ranks, in rank order, go to the lowest spares left.
+		for r, s := range a.Ranks {
+			if slices.Contains(b.Lost, s) {
+				if len(pool) == 0 || b.Ranks[r] != pool[0] {
+					t.Fatalf("generation %d: rank %d went to slot %d, want the lowest spare of %v", b.Gen, r, b.Ranks[r], pool)
+				}
+				pool = pool[1:]
+			} else if b.Ranks[r] != s {
+				t.Fatalf("generation %d: rank %d moved from live slot %d to %d", b.Gen, r, s, b.Ranks[r])
+			}
+		}
+		if !slices.Equal(b.Spares, pool) {
+			t.Fatalf("generation %d: spares %v, want %v", b.Gen, b.Spares, pool)
+		}
+		// Survivors are the same processes.
+		for k, pid := range b.Pids {
+			if old, ok := a.Pids[k]; ok && old != pid {
+				t.Fatalf("generation %d: slot %s has pid %d, was %d (relaunched)", b.Gen, k, pid, old)
+			}
+		}
+	}
+	return gens
+}
+
+// TestInPlaceScenarios: 8 ranks and 2 spares (10 slots), the four
+// scenarios of SPEC §10 and a loss during the agreement; each against a
+// run without failures.
+func TestInPlaceScenarios(t *testing.T) {
+	args := []string{"-n", "8", "--spares", "2", "--silence", "1000", "--checkpoint-dir", "ckpt", "--record", "rec.jsonl", stencil, "4000", "80", "10"}
+	clean, _ := run(t, "", args...)
+	if clean.Code != 0 {
+		t.Fatalf("run without failures: %v", clean)
+	}
+	want := result(t, clean)
+	for _, tc := range []struct {
+		name, schedule string
+		lost           []int // slots lost, in any generation
+	}{
+		{"promotion", "0:3", []int{3}},
+		{"root", "0:0", []int{0}},
+		{"multi", "0:1,0:5", []int{1, 5}},
+		{"continuous", "0:2,1:3", []int{2, 3}},
+		{"during the agreement", "0:2,0:4@agree-1", []int{2, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, work := run(t, tc.schedule, args...)
+			if r.Code != 0 {
+				t.Fatalf("exit %d\n%v", r.Code, r)
+			}
+			if got := result(t, r); got != want {
+				t.Fatalf("result %q, want %q (no failures)", got, want)
+			}
+			if strings.Contains(r.Stderr, "restart") {
+				t.Fatalf("the job was restarted, not recovered in place\n%v", r)
+			}
+			gens := oracle(t, filepath.Join(work, "rec.jsonl"), 8, 2)
+			var lost []int
+			for _, g := range gens {
+				lost = append(lost, g.Lost...)
+			}
+			slices.Sort(lost)
+			if !slices.Equal(lost, tc.lost) {
+				t.Fatalf("lost slots %v, want %v", lost, tc.lost)
+			}
+			if n := strings.Count(r.Stderr, "sperli: generation "); n != len(gens)-1 {
+				t.Fatalf("%d generation lines for %d recoveries\n%s", n, len(gens)-1, r.Stderr)
+			}
+		})
+	}
+}
+
+// TestSparesRunOut: the second loss finds no spare; the launcher restart
+// of SPEC §9.5 takes over and the result is still right.
+func TestSparesRunOut(t *testing.T) {
+	args := []string{"-n", "4", "--spares", "1", "--silence", "1000", "--checkpoint-dir", "ckpt", "--record", "rec.jsonl", stencil, "3000", "60", "10"}
+	clean, _ := run(t, "", args...)
+	want := result(t, clean)
+	r, work := run(t, "0:1,1:2", args...)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%v", r.Code, r)
+	}
+	if got := result(t, r); got != want {
+		t.Fatalf("result %q, want %q", got, want)
+	}
+	if !strings.Contains(r.Stderr, "sperli: generation 1: rank 1") || !strings.Contains(r.Stderr, "restart 1") {
+		t.Fatalf("want an in-place generation, then a restart\n%s", r.Stderr)
+	}
+	b, _ := os.ReadFile(filepath.Join(work, "rec.jsonl"))
+	if !strings.Contains(string(b), `"cause":"restart"`) {
+		t.Fatalf("the record does not show the restart:\n%s", b)
+	}
+}
+
+// TestNoSpareLeftExits75: with spares used up and no checkpoint
+// directory, the job ends with 75 (SPEC §10.2 step 5).
+func TestNoSpareLeftExits75(t *testing.T) {
+	r, _ := run(t, "0:1,1:2", "-n", "3", "--spares", "1", "--silence", "1000", filepath.Join(root, "scripts", "examples", "sum.star"))
+	if r.Code != 75 {
+		t.Fatalf("exit %d, want 75\n%v", r.Code, r)
+	}
+}
