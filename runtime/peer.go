@@ -589,6 +589,7 @@ func (p *peer) refuse(err error) {
 // close ends the connection; safe more than once.
 func (p *peer) close() {
 	p.closeOnce.Do(func() {
+		p.gone.Store(true) // its reader may stop before it reads the end: nobody waits for it again
 		close(p.stop)
 		p.conn.Close()
 	})

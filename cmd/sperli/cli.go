@@ -255,6 +255,7 @@ func newJob() *cobra.Command {
 		Short: "Write one job description per rank (rank-<i>.job, mode 0600), or a Kubernetes job.yaml",
 		Example: `  sperli job make -n 3 --out job/              # ranks at 127.0.0.1:21400+i
   sperli job make -n 3 --hosts hosts.txt --checkpoint-dir ckpt --expires 72h --out job/
+  sperli job make -n 4 --spares 1 --checkpoint-dir ckpt --out job/   # rank-4.job is the spare
   sperli job make --kubernetes --image sperli:1 -n 4 --out k8s/ /app/prog.star`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if kube {
@@ -271,10 +272,11 @@ func newJob() *cobra.Command {
 				fmt.Println(path)
 				return nil
 			}
-			if len(args) > 0 || k.Image != "" || k.Spares != 0 || k.Name != "" {
-				fmt.Fprintln(os.Stderr, "sperli: job make: PROGRAM, --image, --spares and --name go with --kubernetes")
+			if len(args) > 0 || k.Image != "" || k.Name != "" {
+				fmt.Fprintln(os.Stderr, "sperli: job make: PROGRAM, --image and --name go with --kubernetes")
 				return &exitError{2}
 			}
+			o.Spares = k.Spares
 			files, err := launch.MakeJob(o)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "sperli: %v\n", err)
@@ -296,7 +298,7 @@ func newJob() *cobra.Command {
 	f.StringVar(&o.Out, "out", "", "directory to write the descriptions to")
 	f.BoolVar(&kube, "kubernetes", false, "write OUT/job.yaml: a headless Service, a Secret with the descriptions and an Indexed Job")
 	f.StringVar(&k.Image, "image", "", "with --kubernetes: the container image (sperli and PROGRAM inside)")
-	f.IntVar(&k.Spares, "spares", 0, "with --kubernetes: warm spares, pods N … N+S-1 (refused until the runtime has spares, SPEC §10)")
+	f.IntVar(&k.Spares, "spares", 0, "warm spare slots N … N+S-1 (rank-N.job …; with --kubernetes, pods N … N+S-1): a lost rank's place is taken in place")
 	f.StringVar(&k.Name, "name", "", "with --kubernetes: the Job's and Service's name (default sperli-<8 hex of the job id>)")
 	job.AddCommand(mk)
 	return job

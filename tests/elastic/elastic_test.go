@@ -10,6 +10,7 @@ package elastic
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -259,5 +261,64 @@ func TestNoSpareLeftExits75(t *testing.T) {
 	r, _ := run(t, "0:1,1:2", "-n", "3", "--spares", "1", "--silence", "1000", filepath.Join(root, "scripts", "examples", "sum.star"))
 	if r.Code != 75 {
 		t.Fatalf("exit %d, want 75\n%v", r.Code, r)
+	}
+}
+
+// TestHandStartedRecovers: a job made with `sperli job make --spares 1`
+// and started by hand, as another launcher would, recovers in place too:
+// the agreement runs among the slots, not in a launcher. Slot 1 is killed
+// by the test once a checkpoint is committed; the others finish with the
+// result of a run without failures.
+func TestHandStartedRecovers(t *testing.T) {
+	args := []string{stencil, "3000", "1500", "50"}
+	clean, _ := run(t, "", append([]string{"-n", "3", "--checkpoint-dir", "ckpt"}, args...)...)
+	want := result(t, clean)
+
+	dir := t.TempDir()
+	addr := testbin.RandomLoopback(t, 4)
+	hostsFile := testbin.WriteFile(t, filepath.Join(dir, "hosts"), strings.Repeat(addr+"\n", 4), 0o644)
+	work := t.TempDir()
+	env := append(slices.Clone(baseEnv), "TMPDIR="+t.TempDir())
+	mk := exec.Command(sperli, "job", "make", "-n", "3", "--spares", "1", "--silence", "1000", "--hosts", hostsFile, "--checkpoint-dir", "ckpt", "--out", filepath.Join(dir, "job"))
+	mk.Dir, mk.Env = work, env
+	if r := testbin.Start(t, mk).Wait(t, timeout); r.Code != 0 {
+		t.Fatalf("job make: %v", r)
+	}
+	procs := make([]*testbin.Process, 4)
+	for i := range procs {
+		in, err := os.Open(filepath.Join(dir, "job", fmt.Sprintf("rank-%d.job", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		cmd := exec.Command(sperli, append([]string{"rank"}, args...)...)
+		cmd.Dir, cmd.Env, cmd.Stdin = work, env, in
+		procs[i] = testbin.Start(t, cmd)
+	}
+	// A committed epoch: its directory under ckpt/JOB.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	committed := func() bool {
+		m, _ := filepath.Glob(filepath.Join(work, "ckpt", "*", "*"))
+		return len(m) > 0
+	}
+	if !testbin.Poll(ctx, 10*time.Millisecond, committed) {
+		t.Fatal("no checkpoint committed")
+	}
+	procs[1].Cmd.Process.Signal(syscall.SIGKILL)
+	var res []testbin.Result
+	for _, p := range procs {
+		res = append(res, p.Wait(t, timeout))
+	}
+	if got := strings.TrimSpace(res[0].Stdout); got != want {
+		t.Fatalf("slot 0 printed %q, want %q\n%v", res[0].Stdout, want, res[0])
+	}
+	for _, i := range []int{0, 2, 3} {
+		if res[i].Code != 0 {
+			t.Fatalf("slot %d: exit %d, want 0\n%v", i, res[i].Code, res[i])
+		}
+	}
+	if res[1].Code == 0 {
+		t.Fatalf("slot 1 was killed but ended with 0")
 	}
 }

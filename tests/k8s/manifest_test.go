@@ -309,7 +309,7 @@ func TestKubernetesRefusals(t *testing.T) {
 	}{
 		{"no image", []string{"-n", "2", "p.star"}, "--image", ""},
 		{"no program", []string{"--image", "i", "-n", "2"}, "PROGRAM is required", ""},
-		{"spares", []string{"--image", "i", "-n", "2", "--spares", "1", "p.star"}, "--spares 1", ""},
+		{"spares", []string{"--image", "i", "-n", "2", "--spares", "-1", "p.star"}, "--spares -1", ""},
 		{"host list", []string{"--image", "i", "-n", "1", "--hosts", hostsFile, "p.star"}, "--hosts", ""},
 		{"bad name", []string{"--image", "i", "-n", "2", "--name", "Sum_1", "p.star"}, `--name "Sum_1"`, ""},
 		{"name too long", []string{"--image", "i", "-n", "2", "--name", strings.Repeat("a", 62), "p.star"}, "--name", ""},
