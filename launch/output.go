@@ -137,6 +137,7 @@ type outputs struct {
 	stdout   io.Writer
 	stderr   io.Writer
 	color    bool
+	slots    bool // a job with spares: lines are prefixed by slot
 	live     bool
 	verbose  bool
 	dir      string // --output-dir
@@ -194,7 +195,7 @@ const maxWaiting = 4 << 10
 const maxRecord = 1 << 20
 
 func newStream(o *outputs, rank int, isErr bool, gen uint32, file *os.File) *stream {
-	s := &stream{o: o, rank: rank, isErr: isErr, gen: gen, prefix: Prefix(rank, o.color), file: file}
+	s := &stream{o: o, rank: rank, isErr: isErr, gen: gen, prefix: prefixOf(o.unit(), rank, o.color), file: file}
 	for _, sp := range []*spool{&s.line, &s.all, &s.errs, &s.record} {
 		sp.budget = &o.memUsed
 	}
@@ -423,6 +424,15 @@ func (s *stream) lastLine() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return strings.TrimSpace(string(s.last))
+}
+
+// unit names a process in its prefix: "rank", or "slot" in a job with
+// spares.
+func (o *outputs) unit() string {
+	if o.slots {
+		return "slot"
+	}
+	return "rank"
 }
 
 // writeLine writes one whole line with its prefix to w, alone.

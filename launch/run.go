@@ -156,7 +156,7 @@ func Run(ctx context.Context, o Options) int {
 		// the garbage of a flood of lines also when the machine is busy.
 		debug.SetMemoryLimit(launcherMemLimit)
 	}
-	l := &launcher{o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir},
+	l := &launcher{o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir, slots: o.Spares > 0},
 		replies: make(chan waitReply, 64), started: time.Now()}
 	l.gens.say = l.say
 	l.out.onGen = l.gens.report

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/elastic"
 	"sperli/pki"
 	"sperli/wire"
 )
@@ -50,6 +51,7 @@ type core struct {
 	world    *Comm
 	peers    []*peer // by job rank of this generation; nil at this rank's own index
 	slotRank []int   // job rank of each slot in this generation, -1 for a spare or a lost slot
+	layout   elastic.Layout
 	jobPub   *pki.PublicKey
 	jobPriv *pki.PrivateKey // rank 0 only
 
@@ -115,6 +117,8 @@ func newComm(j *Job) *Comm {
 		ranks[r] = r
 	}
 	c := l.genComm(j, j.Incarnation, ranks)
+	c.layout = elastic.Initial(j.Size, j.Spares)
+	c.layout.Gen = int(j.Incarnation)
 	c.failures, _ = ParseFailures(j.Failures) // Validate checked it
 	l.cur.Store(c)
 	return c

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -265,6 +266,7 @@ func (r *recovery) switchTo(l elastic.Layout) {
 	old := r.l.cur.Load()
 	r.layout = l
 	c := r.l.genComm(r.job, uint32(l.Gen), l.Ranks)
+	c.layout = l
 	c.jobPub, c.jobPriv, c.spin, c.failures = old.jobPub, old.jobPriv, old.spin, old.failures
 	r.l.enter(c)
 	r.report("generation", "")
@@ -460,13 +462,10 @@ func (c *Comm) Generation() int { return int(c.inc) }
 // Slot is this process's slot, fixed for its life.
 func (c *Comm) Slot() int { return c.links.self }
 
-// Layout returns the slot of each rank of this generation.
-func (c *Comm) Layout() []int {
-	out := make([]int, c.world.size)
-	for s, r := range c.slotRank {
-		if r >= 0 {
-			out[r] = s
-		}
-	}
-	return out
+// Layout returns this generation's layout: the slot of each rank, the
+// live spares, the slots lost since the generation before (SPEC §10.4).
+func (c *Comm) Layout() elastic.Layout {
+	l := c.layout
+	l.Ranks, l.Spares, l.Lost = slices.Clone(l.Ranks), slices.Clone(l.Spares), slices.Clone(l.Lost)
+	return l
 }

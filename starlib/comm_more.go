@@ -112,3 +112,27 @@ func commSplit(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starl
 	}
 	return NewComm(c.ctx, sub), nil
 }
+
+// commLayout is comm.layout(): this generation's layout (SPEC §10.4) as a
+// dict — "generation", "size", "ranks" (the slot of each rank), "spares"
+// (live spare slots), "lost" (slots lost since the generation before).
+func commLayout(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	l := c.c.Layout()
+	ints := func(v []int) *starlark.List {
+		out := make([]starlark.Value, len(v))
+		for i, x := range v {
+			out[i] = starlark.MakeInt(x)
+		}
+		return starlark.NewList(out)
+	}
+	d := starlark.NewDict(5)
+	d.SetKey(starlark.String("generation"), starlark.MakeInt(l.Gen))
+	d.SetKey(starlark.String("size"), starlark.MakeInt(len(l.Ranks)))
+	d.SetKey(starlark.String("ranks"), ints(l.Ranks))
+	d.SetKey(starlark.String("spares"), ints(l.Spares))
+	d.SetKey(starlark.String("lost"), ints(l.Lost))
+	return d, nil
+}

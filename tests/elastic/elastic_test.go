@@ -79,7 +79,7 @@ func run(t *testing.T, schedule string, args ...string) (testbin.Result, string)
 	return testbin.Start(t, cmd).Wait(t, timeout), work
 }
 
-var checksumRE = regexp.MustCompile(`(?m)^\[rank \d+\] (cells=\d+ steps=\d+ checksum=\d+)$`)
+var checksumRE = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] (cells=\d+ steps=\d+ checksum=\d+)$`)
 
 func result(t *testing.T, r testbin.Result) string {
 	t.Helper()
@@ -320,5 +320,21 @@ func TestHandStartedRecovers(t *testing.T) {
 	}
 	if res[1].Code == 0 {
 		t.Fatalf("slot 1 was killed but ended with 0")
+	}
+}
+
+// TestProgramSeesLayout: comm.generation, comm.slot and comm.layout()
+// after slot 1 was replaced by spare slot 3; lines are prefixed by slot.
+func TestProgramSeesLayout(t *testing.T) {
+	prog := filepath.Join(root, "tests", "elastic", "testdata", "layout.star")
+	r, _ := run(t, "0:1", "-n", "3", "--spares", "1", "--silence", "1000", "--checkpoint-dir", "ckpt", prog)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%v", r.Code, r)
+	}
+	want := "[slot 0] rank 0 slot 0 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n" +
+		"[slot 2] rank 2 slot 2 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n" +
+		"[slot 3] rank 1 slot 3 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n"
+	if r.Stdout != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", r.Stdout, want)
 	}
 }
