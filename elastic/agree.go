@@ -23,28 +23,40 @@ const (
 	maxKind       = Decide
 )
 
-// Msg is one agreement message. Gen is the generation being agreed on
-// (the current one + 1).
+// Msg is one agreement message. Gen names the instance: for the
+// agreement on a layout, the generation being agreed on (the current one
+// + 1); for comm.agree, the call's number on its communicator.
 type Msg struct {
 	Kind      Kind
 	Gen       int
 	Ballot    uint64
-	Failed    []int   // Prepare, Promise: slots the sender knows lost
-	AccBallot uint64  // Promise: ballot of Layout, when it is an accepted one
-	Decided   bool    // Promise: Layout is decided
-	Layout    *Layout // Promise (accepted or decided), Accept, Decide
+	Failed    []int  // Prepare, Promise: slots the sender knows lost
+	AccBallot uint64 // Promise: ballot of Value, when it is an accepted one
+	Decided   bool   // Promise: Value is decided
+	Value     []byte // Promise (accepted or decided), Accept, Decide: the value; nil when none
+	Input     []byte // Promise: the sender's input (comm.agree's flag), nil when none
 }
 
-// MarshalBinary encodes m: kind u8, flags u8 (1: a layout follows, 2:
-// decided), generation u32, ballot u64, accepted ballot u64, failed u16
-// count and u16 slots, then the layout.
+// MaxValue bounds a value and an input.
+const MaxValue = 1 << 15
+
+// MarshalBinary encodes m: kind u8, flags u8 (1: a value follows, 2:
+// decided, 4: an input follows), instance u32, ballot u64, accepted
+// ballot u64, failed u16 count and u16 slots, then the value and the
+// input, each a u16 length and its bytes.
 func (m Msg) MarshalBinary() ([]byte, error) {
+	if len(m.Value) > MaxValue || len(m.Input) > MaxValue {
+		return nil, fmt.Errorf("agreement: value of %d bytes, input of %d: at most %d", len(m.Value), len(m.Input), MaxValue)
+	}
 	flags := byte(0)
-	if m.Layout != nil {
+	if m.Value != nil {
 		flags |= 1
 	}
 	if m.Decided {
 		flags |= 2
+	}
+	if m.Input != nil {
+		flags |= 4
 	}
 	b := []byte{byte(m.Kind), flags}
 	b = binary.BigEndian.AppendUint32(b, uint32(m.Gen))
@@ -54,8 +66,11 @@ func (m Msg) MarshalBinary() ([]byte, error) {
 	for _, s := range m.Failed {
 		b = binary.BigEndian.AppendUint16(b, uint16(s))
 	}
-	if m.Layout != nil {
-		b = m.Layout.appendTo(b)
+	for _, v := range [][]byte{m.Value, m.Input} {
+		if v != nil {
+			b = binary.BigEndian.AppendUint16(b, uint16(len(v)))
+			b = append(b, v...)
+		}
 	}
 	return b, nil
 }
@@ -67,7 +82,7 @@ func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
 		return bad("message of %d bytes, want at least 24", len(b))
 	}
 	k, flags := Kind(b[0]), b[1]
-	if k < Prepare || k > maxKind || flags&^3 != 0 {
+	if k < Prepare || k > maxKind || flags&^7 != 0 {
 		return bad("message of kind %d with flags %#x", k, flags)
 	}
 	out := Msg{Kind: k, Gen: int(binary.BigEndian.Uint32(b[2:])), Ballot: binary.BigEndian.Uint64(b[6:]),
@@ -88,25 +103,26 @@ func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
 		out.Failed = append(out.Failed, s)
 	}
 	b = b[2*n:]
-	if flags&1 != 0 {
-		var l Layout
-		rest, err := l.decode(b)
-		if err != nil {
-			return err
+	for i, dst := range []*[]byte{&out.Value, &out.Input} {
+		if flags&[]byte{1, 4}[i] == 0 {
+			continue
 		}
-		if len(rest) != 0 {
-			return bad("message has %d bytes after its layout", len(rest))
+		if len(b) < 2 {
+			return bad("message cut short")
 		}
-		if l.Slots != slots || l.Gen != out.Gen {
-			return bad("message for generation %d carries a layout of generation %d with %d slots (job of %d)", out.Gen, l.Gen, l.Slots, slots)
+		n := int(binary.BigEndian.Uint16(b))
+		if n > MaxValue || len(b) < 2+n {
+			return bad("message value of %d bytes (%d left, at most %d)", n, len(b)-2, MaxValue)
 		}
-		out.Layout = &l
-	} else if len(b) != 0 {
+		*dst = append([]byte{}, b[2:2+n]...)
+		b = b[2+n:]
+	}
+	if len(b) != 0 {
 		return bad("message has %d bytes after its end", len(b))
 	}
-	needLayout := k == Accept || k == Decide || (k == Promise && (out.Decided || out.AccBallot != 0))
-	if needLayout != (out.Layout != nil) || (out.Decided && k != Promise) {
-		return bad("%v message with layout %v, decided %v", k, out.Layout != nil, out.Decided)
+	needValue := k == Accept || k == Decide || (k == Promise && (out.Decided || out.AccBallot != 0))
+	if needValue != (out.Value != nil) || (out.Decided && k != Promise) || (out.Input != nil && k != Promise) {
+		return bad("%v message with value %v, decided %v, input %v", k, out.Value != nil, out.Decided, out.Input != nil)
 	}
 	*m = out
 	return nil
@@ -125,38 +141,124 @@ type Out struct {
 	Msg Msg
 }
 
-// Agreement is one slot's part in the agreement on the layout of
-// generation cur.Gen+1. It is a state machine: each input returns the
-// messages to send. Rules and invariants: docs/protocol.md §12.3.
+// Agreement is one slot's part in one agreement (consensus) among the
+// slots members: on the layout of generation cur.Gen+1 (NewAgreement),
+// or on the outcome of a comm.agree (NewConsensus). It is a state
+// machine: each input returns the messages to send. Rules and
+// invariants: docs/protocol.md §12.3.
 type Agreement struct {
-	self int
-	cur  Layout
-	live []int        // cur.Live()
-	lost map[int]bool // slots this slot knows lost (fail-stop: never again trusted)
+	self  int
+	inst  int
+	slots int
+	live  []int        // the members, ascending
+	lost  map[int]bool // slots this slot knows lost (fail-stop: never again trusted)
+
+	// propose makes the coordinator's value from the failed members and
+	// the inputs of the others (by slot).
+	propose func(failed []int, inputs map[int][]byte) ([]byte, error)
+	input   []byte // this slot's input; nil until SetInput for a consensus that needs one
+	ready   bool   // input known: this slot may promise
+	waiting []Out  // prepares answered once ready (their Promise is built then)
 
 	// Acceptor.
 	promised  uint64
 	accBallot uint64
-	accepted  *Layout
-	decided   *Layout
+	accepted  []byte
+	decided   []byte
 
 	// Coordinator of ballot: the round it runs, or 0.
 	ballot   uint64
 	phase    Kind // Prepare (collecting promises) or Accept (collecting accepteds)
 	answers  map[int]Msg
-	proposal *Layout
+	proposal []byte
 	round    uint64 // rounds this slot has started
 
 	started bool
 	err     error
 }
 
-// NewAgreement begins this slot's part in the agreement after cur.
+// NewAgreement begins this slot's part in the agreement on the layout
+// after cur: the value is cur.Next of the failed slots, encoded.
 func NewAgreement(self int, cur Layout) *Agreement {
-	return &Agreement{self: self, cur: cur, live: cur.Live(), lost: map[int]bool{}}
+	a := NewConsensus(self, cur.Live(), cur.Slots, cur.Gen+1, func(failed []int, _ map[int][]byte) ([]byte, error) {
+		next, err := cur.Next(failed)
+		if err != nil {
+			return nil, err
+		}
+		return next.MarshalBinary()
+	})
+	a.SetInput(nil)
+	return a
 }
 
-func (a *Agreement) gen() int { return a.cur.Gen + 1 }
+// Inputs of a regroup (NewRegroup): what the program asked for.
+var (
+	InputShrink = []byte("shrink")
+	InputGrow   = []byte("grow")
+)
+
+// NewRegroup begins this slot's part in the agreement on the layout
+// after cur that a program asks for with shrink or grow (SPEC §10.3): the
+// value is cur.Shrink of the failed slots when any input asks to shrink,
+// else cur.Next (the lost ranks' places taken by spares). The slot
+// promises once SetInput gives its request (a spare gives an empty one).
+func NewRegroup(self int, cur Layout) *Agreement {
+	return NewConsensus(self, cur.Live(), cur.Slots, cur.Gen+1, func(failed []int, inputs map[int][]byte) ([]byte, error) {
+		next, err := cur.Next(failed)
+		for _, in := range inputs {
+			if string(in) == string(InputShrink) {
+				next, err = cur.Shrink(failed)
+				break
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return next.MarshalBinary()
+	})
+}
+
+// NewConsensus begins this slot's part in instance inst of a consensus
+// among members (slots of a job of slots slots). It promises nothing
+// until SetInput gives its input.
+func NewConsensus(self int, members []int, slots, inst int, propose func(failed []int, inputs map[int][]byte) ([]byte, error)) *Agreement {
+	live := slices.Clone(members)
+	slices.Sort(live)
+	return &Agreement{self: self, inst: inst, slots: slots, live: live, lost: map[int]bool{}, propose: propose}
+}
+
+// SetInput gives this slot's input and answers the prepares that waited
+// for it.
+func (a *Agreement) SetInput(input []byte) []Out {
+	if a.ready {
+		return nil
+	}
+	a.input, a.ready = input, true
+	var out []Out
+	for _, w := range a.waiting {
+		if w.Msg.Ballot == a.promised {
+			out = append(out, Out{w.To, a.promise(w.Msg.Ballot)})
+		}
+	}
+	a.waiting = nil
+	return append(out, a.step()...)
+}
+
+func (a *Agreement) promise(ballot uint64) Msg {
+	p := Msg{Kind: Promise, Gen: a.gen(), Ballot: ballot, Failed: a.failed(), Input: a.input}
+	if p.Input == nil {
+		p.Input = []byte{}
+	}
+	switch {
+	case a.decided != nil:
+		p.Value, p.Decided = a.decided, true
+	case a.accepted != nil:
+		p.Value, p.AccBallot = a.accepted, a.accBallot
+	}
+	return p
+}
+
+func (a *Agreement) gen() int { return a.inst }
 
 // quorum is the promises and accepteds a coordinator needs: a majority
 // of the slots live at the start, so that two sides of a partition never
@@ -188,12 +290,24 @@ func (a *Agreement) failed() []int {
 // Failed is every slot of cur this slot knows lost, ascending.
 func (a *Agreement) Failed() []int { return a.failed() }
 
-// Decided is the layout of generation cur.Gen+1, once this slot knows it.
-func (a *Agreement) Decided() (Layout, bool) {
+// Decided is the decided value, once this slot knows it.
+func (a *Agreement) Decided() ([]byte, bool) { return a.decided, a.decided != nil }
+
+// DecidedLayout is the decided layout of an agreement made by
+// NewAgreement; a value that is no layout of the next generation is
+// H1627 (a peer lied).
+func (a *Agreement) DecidedLayout() (Layout, bool, error) {
 	if a.decided == nil {
-		return Layout{}, false
+		return Layout{}, false, nil
 	}
-	return *a.decided, true
+	var l Layout
+	if err := l.UnmarshalBinary(a.decided); err != nil {
+		return Layout{}, false, err
+	}
+	if l.Gen != a.inst || l.Slots != a.slots {
+		return Layout{}, false, bad("decided layout of generation %d with %d slots, want generation %d of %d slots", l.Gen, l.Slots, a.inst, a.slots)
+	}
+	return l, true, nil
 }
 
 // Err is why this slot cannot finish the agreement (no quorum left, it
@@ -238,7 +352,7 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 		// A decision is final whoever brings it, even a slot lost since
 		// it sent it: a quorum accepted it.
 		if m.Kind == Decide {
-			a.decide(*m.Layout)
+			a.decide(m.Value)
 		}
 		return nil
 	}
@@ -252,33 +366,30 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 	}
 	switch m.Kind {
 	case Prepare:
-		if m.Ballot <= a.promised || int(m.Ballot%uint64(a.cur.Slots)) != from {
+		if m.Ballot <= a.promised || int(m.Ballot%uint64(a.slots)) != from {
 			break
 		}
 		a.promised = m.Ballot
-		p := Msg{Kind: Promise, Gen: a.gen(), Ballot: m.Ballot, Failed: a.failed()}
-		switch {
-		case a.decided != nil:
-			p.Layout, p.Decided = a.decided, true
-		case a.accepted != nil:
-			p.Layout, p.AccBallot = a.accepted, a.accBallot
+		if !a.ready && a.decided == nil {
+			a.waiting = append(a.waiting, Out{from, m})
+			break
 		}
-		out = append(out, Out{from, p})
+		out = append(out, Out{from, a.promise(m.Ballot)})
 	case Accept:
 		if m.Ballot < a.promised || a.decided != nil {
 			if a.decided != nil {
-				out = append(out, Out{from, Msg{Kind: Promise, Gen: a.gen(), Ballot: m.Ballot, Layout: a.decided, Decided: true}})
+				out = append(out, Out{from, Msg{Kind: Promise, Gen: a.gen(), Ballot: m.Ballot, Value: a.decided, Decided: true, Input: []byte{}}})
 			}
 			break
 		}
-		a.promised, a.accBallot, a.accepted = m.Ballot, m.Ballot, m.Layout
+		a.promised, a.accBallot, a.accepted = m.Ballot, m.Ballot, m.Value
 		out = append(out, Out{from, Msg{Kind: Accepted, Gen: a.gen(), Ballot: m.Ballot}})
 	case Decide:
-		a.decide(*m.Layout)
+		a.decide(m.Value)
 	case Promise, Accepted:
 		if m.Ballot == a.ballot && a.ballot != 0 {
 			if m.Kind == Promise && m.Decided {
-				a.decide(*m.Layout)
+				a.decide(m.Value)
 				out = append(out, a.announce()...)
 				return out
 			}
@@ -290,24 +401,19 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 	return append(out, a.step()...)
 }
 
-func (a *Agreement) decide(l Layout) {
+func (a *Agreement) decide(v []byte) {
 	if a.decided != nil {
 		return
 	}
-	a.decided = &l
+	a.decided = v
 	a.ballot = 0
-	for _, s := range l.Lost {
-		if s == a.self {
-			a.err = codes.New(codes.PeerLost, "slot %d was declared lost by the others in generation %d", s, l.Gen)
-		}
-	}
 }
 
 func (a *Agreement) announce() []Out {
 	var out []Out
 	for _, s := range a.live {
 		if s != a.self && !a.lost[s] {
-			out = append(out, Out{s, Msg{Kind: Decide, Gen: a.gen(), Layout: a.decided}})
+			out = append(out, Out{s, Msg{Kind: Decide, Gen: a.gen(), Value: a.decided}})
 		}
 	}
 	return out
@@ -327,7 +433,7 @@ func (a *Agreement) alive() []int {
 // step moves the coordinator on: starts a round when this slot has become
 // the coordinator, and finishes a phase once every live slot answered.
 func (a *Agreement) step() []Out {
-	if a.err != nil || a.decided != nil || !a.started {
+	if a.err != nil || a.decided != nil || !a.started || !a.ready {
 		return nil
 	}
 	alive := a.alive()
@@ -350,20 +456,22 @@ func (a *Agreement) step() []Out {
 		// The value: the accepted layout of the highest ballot if any
 		// slot accepted one (it may be decided somewhere), else the next
 		// layout of every failed slot the answers name.
-		var best *Layout
+		var best []byte
 		var bestB uint64
-		for _, m := range a.answers {
-			if m.Layout != nil && m.AccBallot > bestB {
-				best, bestB = m.Layout, m.AccBallot
+		inputs := map[int][]byte{}
+		for s, m := range a.answers {
+			if m.Value != nil && m.AccBallot > bestB {
+				best, bestB = m.Value, m.AccBallot
 			}
+			inputs[s] = m.Input
 		}
 		if best == nil {
-			next, err := a.cur.Next(a.failed())
+			v, err := a.propose(a.failed(), inputs)
 			if err != nil {
-				a.err = codes.Wrap(codes.PeerLost, err, "agreement on generation %d: %v", a.gen(), err)
+				a.err = codes.Wrap(codes.PeerLost, err, "agreement %d: %v", a.gen(), err)
 				return nil
 			}
-			best = &next
+			best = v
 		}
 		a.proposal, a.phase = best, Accept
 		a.answers = map[int]Msg{a.self: {Kind: Accepted, Ballot: a.ballot}}
@@ -371,27 +479,23 @@ func (a *Agreement) step() []Out {
 		var out []Out
 		for _, s := range alive {
 			if s != a.self {
-				out = append(out, Out{s, Msg{Kind: Accept, Gen: a.gen(), Ballot: a.ballot, Layout: best}})
+				out = append(out, Out{s, Msg{Kind: Accept, Gen: a.gen(), Ballot: a.ballot, Value: best}})
 			}
 		}
 		return append(out, a.step()...)
 	}
-	a.decide(*a.proposal)
+	a.decide(a.proposal)
 	return a.announce()
 }
 
 // begin starts a round with a ballot above every one this slot has seen.
 func (a *Agreement) begin() []Out {
-	n := uint64(a.cur.Slots)
+	n := uint64(a.slots)
 	a.round = max(a.round+1, a.promised/n+1)
 	a.ballot = a.round*n + uint64(a.self)
 	a.phase = Prepare
 	a.promised = a.ballot
-	self := Msg{Kind: Promise, Ballot: a.ballot, Failed: a.failed()}
-	if a.accepted != nil {
-		self.Layout, self.AccBallot = a.accepted, a.accBallot
-	}
-	a.answers = map[int]Msg{a.self: self}
+	a.answers = map[int]Msg{a.self: a.promise(a.ballot)}
 	var out []Out
 	for _, s := range a.alive() {
 		if s != a.self {

@@ -108,7 +108,8 @@ func FuzzLayout(f *testing.F) {
 
 func FuzzMsg(f *testing.F) {
 	l := Initial(3, 2)
-	for _, m := range []Msg{{Kind: Prepare, Gen: 1, Ballot: 5, Failed: []int{1}}, {Kind: Decide, Gen: 0 + 1, Layout: &Layout{Gen: 1, Ranks: []int{0, 3, 2}, Spares: []int{4}, Lost: []int{1}, Slots: l.Slots}}} {
+	v, _ := Layout{Gen: 1, Ranks: []int{0, 3, 2}, Spares: []int{4}, Lost: []int{1}, Slots: l.Slots}.MarshalBinary()
+	for _, m := range []Msg{{Kind: Prepare, Gen: 1, Ballot: 5, Failed: []int{1}}, {Kind: Decide, Gen: 1, Value: v}, {Kind: Promise, Gen: 2, Ballot: 9, Input: []byte{1}}} {
 		b, _ := m.MarshalBinary()
 		f.Add(b)
 	}
@@ -235,7 +236,7 @@ func runSim(t *testing.T, seed int64, cur Layout, before []int, chaos float64) (
 			continue
 		}
 		if traceSim {
-			fmt.Printf("%d -> %d %v b%d acc%d dec%v lay%v failed%v crashed%v\n", k[0], k[1], m.Kind, m.Ballot, m.AccBallot, m.Decided, m.Layout, m.Failed, s.crashed)
+			fmt.Printf("%d -> %d %v b%d acc%d dec%v value%x failed%v crashed%v\n", k[0], k[1], m.Kind, m.Ballot, m.AccBallot, m.Decided, m.Value, m.Failed, s.crashed)
 		}
 		s.deliver(k[1], s.agr[k[1]].Receive(k[0], m))
 	}
@@ -244,7 +245,11 @@ func runSim(t *testing.T, seed int64, cur Layout, before []int, chaos float64) (
 		if s.crashed[x] {
 			continue
 		}
-		if l, ok := a.Decided(); ok {
+		l, ok, err := a.DecidedLayout()
+		if err != nil {
+			t.Fatalf("slot %d decided no layout: %v", x, err)
+		}
+		if ok {
 			decided[x] = l
 		}
 		if err := a.Err(); err != nil {
@@ -323,7 +328,7 @@ func TestCoordinatorDiesAfterOneDecided(t *testing.T) {
 			outs = append(outs, a[0].Receive(r.To, r.Msg)...)
 		}
 	}
-	want, ok := a[0].Decided()
+	want, ok, _ := a[0].DecidedLayout()
 	if !ok {
 		t.Fatal("coordinator did not decide")
 	}
@@ -344,7 +349,7 @@ func TestCoordinatorDiesAfterOneDecided(t *testing.T) {
 		t.Fatal("slot 1 lost its decision")
 	}
 	for x := 3; x <= 4; x++ {
-		if l, ok := a[x].Decided(); ok && !l.Equal(want) {
+		if l, ok, _ := a[x].DecidedLayout(); ok && !l.Equal(want) {
 			t.Fatalf("slot %d decided %+v, want %+v", x, l, want)
 		}
 	}

@@ -192,3 +192,36 @@ func (l *Layout) decode(b []byte) ([]byte, error) {
 	*l = Layout{Gen: int(gen), Slots: slots, Ranks: lists[0], Spares: lists[1], Lost: lists[2]}
 	return b, nil
 }
+
+// Shrink is the layout of generation Gen+1 without the slots in failed:
+// the ranks left, renumbered in their old order; lost spares dropped
+// (SPEC §10.3 shrink).
+func (l Layout) Shrink(failed []int) (Layout, error) {
+	dead := make(map[int]bool, len(failed))
+	for _, s := range failed {
+		dead[s] = true
+	}
+	var ranks, spares, lost []int
+	for _, s := range l.Ranks {
+		if dead[s] {
+			lost = append(lost, s)
+		} else {
+			ranks = append(ranks, s)
+		}
+	}
+	for _, s := range l.Spares {
+		if dead[s] {
+			lost = append(lost, s)
+		} else {
+			spares = append(spares, s)
+		}
+	}
+	if len(ranks) == 0 {
+		return Layout{}, errors.New("shrink: no rank left")
+	}
+	slices.Sort(lost)
+	if spares == nil {
+		spares = []int{}
+	}
+	return Layout{Gen: l.Gen + 1, Ranks: ranks, Spares: spares, Lost: lost, Slots: l.Slots}, nil
+}

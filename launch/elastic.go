@@ -36,6 +36,9 @@ type generations struct {
 	lostAt   map[int]time.Time    // slot → when its process was seen to end
 	lostWhy  map[int]string
 	gone     map[int]bool // slots lost and replaced in place
+	// returning: the program manages its losses (set_on_loss("return")):
+	// a lost process does not end the job.
+	returning bool
 }
 
 // genLine is a slot's report (runtime/recover.go genReport).
@@ -138,13 +141,19 @@ func (g *generations) lostProc(p *rankProc, why string) {
 // others are not to be ended for it.
 func (g *generations) recovers(p *rankProc) bool {
 	ws, _ := p.state.Sys().(syscall.WaitStatus)
-	return g.spares > 0 && ws.Signaled() && !p.killed
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return (g.spares > 0 || g.returning) && ws.Signaled() && !p.killed
 }
 
 // replaced reports whether slot was lost and replaced in place.
 func (g *generations) replaced(slot int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.returning {
+		_, lost := g.lostAt[slot]
+		return lost || g.gone[slot]
+	}
 	return g.gone[slot]
 }
 
@@ -154,8 +163,14 @@ func (g *generations) report(slot int, line []byte) {
 	if json.Unmarshal(line, &r) != nil || r.Slot != slot {
 		return
 	}
-	if r.Kind == "spare" {
+	switch r.Kind {
+	case "spare":
 		g.say("%s", r.Msg)
+		return
+	case "mode":
+		g.mu.Lock()
+		g.returning = r.Msg == "return"
+		g.mu.Unlock()
 		return
 	}
 	g.mu.Lock()
@@ -198,15 +213,22 @@ func (g *generations) sayLocked(r genLine) {
 		if why == "" {
 			why = strings.TrimPrefix(causeOf(r.Cause, s), fmt.Sprintf("slot %d: ", s))
 		}
-		if old := slices.Index(g.ranks, s); old >= 0 {
+		if old := slices.Index(g.ranks, s); old >= 0 && len(r.Ranks) < len(g.ranks) {
+			parts = append(parts, fmt.Sprintf("rank %d (slot %d on %s) lost: %s", old, s, g.host(s), why))
+		} else if old >= 0 {
 			parts = append(parts, fmt.Sprintf("rank %d (slot %d on %s) lost: %s; slot %d on %s takes rank %d", old, s, g.host(s), why, r.Ranks[old], g.host(r.Ranks[old]), old))
 		} else {
 			parts = append(parts, fmt.Sprintf("slot %d (a spare, on %s) lost: %s", s, g.host(s), why))
 		}
 	}
+	shrunk := len(r.Ranks) < len(g.ranks)
 	g.gen, g.ranks = r.Gen, r.Ranks
 	g.writeLocked(r.Ranks, r.Spares, r.Lost, r.Cause)
-	g.say("generation %d: %s; back in %d ms", r.Gen, strings.Join(parts, "; "), time.Since(since).Milliseconds())
+	if shrunk {
+		g.say("generation %d: %s; shrunk to %d ranks; back in %d ms", r.Gen, strings.Join(parts, "; "), len(r.Ranks), time.Since(since).Milliseconds())
+	} else {
+		g.say("generation %d: %s; back in %d ms", r.Gen, strings.Join(parts, "; "), time.Since(since).Milliseconds())
+	}
 }
 
 func causeOf(causes string, slot int) string {

@@ -716,7 +716,7 @@ func (l *launcher) ended(p *rankProc) {
 	case l.stopping:
 		// The launcher is ending the job (an interrupt, or the job had
 		// failed): neither a rank's signal nor a peer it saw go is a loss.
-	case ws.Signaled() && l.o.Spares > 0:
+	case ws.Signaled() && l.gens.recovers(p):
 		// Said with the generation that replaces it (elastic.go).
 		l.gens.lostProc(p, fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal()))
 	case ws.Signaled():

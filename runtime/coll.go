@@ -31,10 +31,11 @@ const (
 	KindAlltoall      Kind = 8
 	KindReduceScatter Kind = 9
 	KindSplit         Kind = 10
+	KindAgree         Kind = 11 // Comm.Agree: no collective frames, named in waiting reports
 )
 
 var kindNames = map[Kind]string{KindBarrier: "barrier", KindBcast: "bcast", KindReduce: "reduce", KindAllreduce: "allreduce", KindGather: "gather", KindScatter: "scatter",
-	KindAllgather: "allgather", KindAlltoall: "alltoall", KindReduceScatter: "reduce_scatter", KindSplit: "split"}
+	KindAllgather: "allgather", KindAlltoall: "alltoall", KindReduceScatter: "reduce_scatter", KindSplit: "split", KindAgree: "agree"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -200,6 +201,10 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 			err := c.endOfCallLocked(k)
 			c.mu.Unlock()
 			return collFrame{}, err
+		}
+		if err := c.peerFailedLocked(kind.String(), from); err != nil {
+			c.mu.Unlock()
+			return collFrame{}, err // SPEC §10.3: a collective that needs a lost rank
 		}
 		for r, q := range c.coll.queues {
 			for len(q) > 0 && q[0].seq < k {

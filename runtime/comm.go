@@ -37,6 +37,9 @@ type Comm struct {
 
 	coll  collState
 	collN int // collectives started in this incarnation
+
+	revoked bool   // Revoke (ulfm.go); guarded by mu
+	agreeN  uint32 // Agree calls made; guarded by mu
 }
 
 // core is what every communicator of one joined job shares: the
@@ -52,6 +55,9 @@ type core struct {
 	peers    []*peer // by job rank of this generation; nil at this rank's own index
 	slotRank []int   // job rank of each slot in this generation, -1 for a spare or a lost slot
 	layout   elastic.Layout
+
+	failedSlots map[int]string // slots known lost with LossReturn (ulfm.go), and why; under mu
+	agrees      agrees         // Agree instances (ulfm.go)
 	jobPub   *pki.PublicKey
 	jobPriv *pki.PrivateKey // rank 0 only
 
@@ -140,6 +146,8 @@ func (l *links) genComm(j *Job, inc uint32, ranks []int) *Comm {
 		comms:    make(map[uint32]*Comm),
 		early:    make(map[uint32][]earlyFrame),
 		nextCtx:  1,
+
+		failedSlots: make(map[int]string),
 	}
 	c := &Comm{core: co, rank: -1, size: len(ranks)}
 	for s := range co.slotRank {
@@ -339,6 +347,10 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 		c.ended(from, r)
 	case wire.Collective:
 		return c.collFrameIn(p, h, payload)
+	case wire.Revoke:
+		return c.revokeIn(from, payload)
+	case wire.Agree:
+		return c.agreeIn(p, payload)
 	default:
 		return codes.New(codes.FrameMalformed, "rank %d sent a %s frame after the join", p.rank, h.Type)
 	}
@@ -432,6 +444,10 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 		c.mu.Unlock()
 		return nil, err
 	}
+	if err := c.peerFailedLocked("send", dest); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	if dest == c.rank {
 		m := message{data: data}
 		ops := c.match.arrive(c.ctxID, c.worldRank(c.rank), uint32(tag), m)
@@ -471,6 +487,10 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 	countSend(len(data))
 	c.mu.Lock()
 	if err := c.callableLocked("send"); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	if err := c.peerFailedLocked("send", dest); err != nil {
 		c.mu.Unlock()
 		return err
 	}
@@ -566,6 +586,12 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 		c.mu.Unlock()
 		return nil, err
 	}
+	if source != AnySource {
+		if err := c.peerFailedLocked("recv", source); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+	}
 	c.open[op] = struct{}{}
 	if c.match.post(r) {
 		c.consumedLocked(c.peers[r.gotSrc], r.cost)
@@ -639,6 +665,9 @@ func (c *Comm) finishRecv(ctx context.Context, op *RecvOp, withdraw bool) ([]byt
 func (c *Comm) callableLocked(op string) error {
 	if c.err != nil {
 		return c.err
+	}
+	if c.revoked {
+		return c.revokedErr(op)
 	}
 	if c.subDone {
 		return &codes.Error{Code: codes.Finished, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: the communicator is finished", op)}
@@ -718,6 +747,10 @@ func (c *Comm) Fail(err error) {
 func (c *Comm) Finish() error {
 	if c.Sub() {
 		return c.finishSub()
+	}
+	if cur := c.links.cur.Load(); cur.inc > c.inc && !c.recovering.Load() {
+		// Shrink or grow made a later generation: the job finishes there.
+		return cur.Finish()
 	}
 	c.mu.Lock()
 	if err := c.callableLocked("finish"); err != nil {

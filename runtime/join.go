@@ -300,9 +300,7 @@ func (s *joinState) timeout(got map[int]joined) error {
 
 // start launches the communicator's own goroutines.
 func (c *Comm) start() {
-	if c.job.Spares > 0 {
-		c.links.rec = newRecovery(c.links, c.job)
-	}
+	c.links.rec = newRecovery(c.links, c.job)
 	go c.monitor()
 	if c.ctlGone != nil {
 		go c.watchControl()

@@ -25,7 +25,8 @@ type links struct {
 	closing      atomic.Bool  // Finish or Close under way: broken connections are expected
 	staleDropped atomic.Int64 // frames of an older generation (or another incarnation) dropped
 
-	rec *recovery // in-place recovery (recover.go); nil: a loss ends the job
+	rec        *recovery   // agreements on layouts (recover.go)
+	lossReturn atomic.Bool // SetOnLoss(LossReturn): losses are the program's (ulfm.go)
 
 	stopMon chan struct{}
 	// ctlGone is closed when the launcher's control channel ends; nil
@@ -89,16 +90,19 @@ func (l *links) arrive(p *peer, h wire.Header, payload []byte) error {
 			return nil
 		}
 	case wire.Agree:
-		if l.rec == nil {
-			return violation(p.rank, "it sent an agreement frame in a job without spares")
+		if payload[0] == agreeLayout {
+			if l.rec == nil {
+				return violation(p.rank, "it sent an agreement frame before the join ended")
+			}
+			return l.rec.message(p.rank, payload[1:])
 		}
-		return l.rec.message(p.rank, payload)
+		// A comm.agree belongs to its generation: below.
 	}
 	p.fmu.Lock()
 	defer p.fmu.Unlock()
 	c := l.cur.Load()
 	switch {
-	case h.Incarnation < c.inc || (h.Incarnation > c.inc && l.rec == nil):
+	case h.Incarnation < c.inc || (h.Incarnation > c.inc && !l.elastic()):
 		// Older: dropped whole (SPEC §5, §10.1), its credit given back.
 		l.staleDropped.Add(1)
 		if countedType(h.Type) {
@@ -216,12 +220,15 @@ func (l *links) jobOver() bool {
 // lost declares slot lost (SPEC §7): with recovery, the agreement on the
 // next generation begins (recover.go); without, the job ends.
 func (l *links) lost(slot int, why string) {
-	if l.rec != nil {
-		l.rec.lost(slot, why)
-		return
-	}
 	c := l.cur.Load()
-	c.lost(c.slotRank[slot], why)
+	switch {
+	case l.lossReturn.Load():
+		c.lostReturn(slot, why)
+	case l.rec != nil && l.rec.job.Spares > 0:
+		l.rec.lost(slot, why)
+	default:
+		c.lost(c.slotRank[slot], why)
+	}
 }
 
 // byeSeen wakes a spare that waits for the ranks' byes.
@@ -305,4 +312,11 @@ func (l *links) monitor() {
 			l.lost(x.rank, x.why)
 		}
 	}
+}
+
+// elastic reports whether this job may move to a later generation without
+// new connections (spares, or a program that manages its losses): then a
+// frame of a later generation is kept, not dropped.
+func (l *links) elastic() bool {
+	return l.lossReturn.Load() || (l.rec != nil && l.rec.job.Spares > 0)
 }

@@ -50,7 +50,12 @@ type recEvent struct {
 	why     string
 	from    int
 	payload []byte
+	note    bool   // the loss is only recorded (LossReturn)
+	request []byte // shrink or grow asked for by this rank's program
 }
+
+// note records the loss of slot in LossReturn mode: no agreement starts.
+func (r *recovery) note(slot int, why string) { r.post(recEvent{lost: slot, why: why, note: true}) }
 
 func newRecovery(l *links, j *Job) *recovery {
 	r := &recovery{
@@ -109,8 +114,10 @@ func (r *recovery) loop() {
 }
 
 func (r *recovery) handle(e recEvent) {
-	if e.lost >= 0 {
-		r.onLost(e.lost, e.why)
+	if e.request != nil {
+		r.onRequest(e.request)
+	} else if e.lost >= 0 {
+		r.onLost(e.lost, e.why, e.note)
 	} else {
 		var m elastic.Msg
 		if err := m.UnmarshalBinary(e.payload, r.l.slots); err != nil {
@@ -131,13 +138,19 @@ func (r *recovery) failedList() []int {
 	return out
 }
 
-func (r *recovery) onLost(slot int, why string) {
+func (r *recovery) onLost(slot int, why string, note bool) {
 	if _, seen := r.failed[slot]; seen || slot == r.l.self {
 		return
 	}
 	r.failed[slot] = why
 	if p := r.l.peers[slot]; p != nil {
 		p.close()
+	}
+	if note || r.l.lossReturn.Load() {
+		if r.eng != nil {
+			r.send(r.eng.Suspect(slot))
+		}
+		return // the program manages its losses (SPEC §10.3)
 	}
 	if r.prev != nil {
 		r.send(r.prev.Suspect(slot)) // a slot still deciding the last switch may need this one
@@ -189,6 +202,11 @@ func (r *recovery) abandon(slot int, why string) {
 
 func (r *recovery) onMessage(from int, m elastic.Msg) {
 	switch {
+	case m.Gen == r.layout.Gen+1 && r.eng == nil && r.l.lossReturn.Load():
+		// Another rank asked to shrink or grow: this one promises once
+		// its program asks too; a spare at once.
+		r.newRegroup()
+		r.send(r.eng.Receive(from, m))
 	case m.Gen == r.layout.Gen+1:
 		if r.eng == nil {
 			// Another slot saw a loss first.
@@ -206,6 +224,23 @@ func (r *recovery) onMessage(from int, m elastic.Msg) {
 	}
 }
 
+// newRegroup starts the agreement a shrink or grow asks for.
+func (r *recovery) newRegroup() {
+	r.eng = elastic.NewRegroup(r.l.self, r.layout)
+	if r.layout.IsSpare(r.l.self) {
+		r.send(r.eng.SetInput([]byte{}))
+	}
+	r.send(r.eng.Start(r.failedList()))
+}
+
+// onRequest takes this rank's shrink or grow.
+func (r *recovery) onRequest(input []byte) {
+	if r.eng == nil {
+		r.newRegroup()
+	}
+	r.send(r.eng.SetInput(input))
+}
+
 func (r *recovery) send(outs []elastic.Out) {
 	for _, o := range outs {
 		if o.To < 0 || o.To >= r.l.slots || o.To == r.l.self {
@@ -220,7 +255,7 @@ func (r *recovery) send(outs []elastic.Out) {
 			r.end(codes.New(codes.JobEnded, "agreement: a message does not encode: %v", err))
 			return
 		}
-		p.control(wire.Agree, b)
+		p.control(wire.Agree, append([]byte{agreeLayout}, b...))
 	}
 }
 
@@ -232,14 +267,25 @@ func (r *recovery) progress() {
 			r.end(err)
 			return
 		}
-		l, ok := r.eng.Decided()
+		l, ok, err := r.eng.DecidedLayout()
+		if err != nil {
+			r.end(err)
+			return
+		}
 		if !ok {
 			return
 		}
 		r.prev, r.eng = r.eng, nil
 		r.switchTo(l)
-		// A loss during the agreement is handled in the next generation.
+		// A loss during the agreement is handled in the next generation
+		// (a program that manages its losses is told, and asks again).
 		for _, s := range r.failedList() {
+			if r.l.lossReturn.Load() {
+				if _, isRank := r.layout.RankOf(s); isRank {
+					r.l.cur.Load().lostReturn(s, r.failed[s])
+				}
+				continue
+			}
 			if _, isRank := r.layout.RankOf(s); isRank && r.eng == nil {
 				r.begin(s, r.failed[s])
 			}
@@ -447,6 +493,11 @@ func Run(ctx context.Context, j *Job, fn func(context.Context, *Comm) error) (*C
 	for {
 		err = fn(ctx, c)
 		if !c.recovering.Load() {
+			// The program may have moved on to a later generation
+			// (shrink, grow): the job ends there.
+			if cur := c.links.cur.Load(); cur.inc > c.inc && !cur.recovering.Load() && cur.rank >= 0 {
+				c = cur
+			}
 			return c, err
 		}
 		if c, err = rec.await(ctx, c); err != nil {

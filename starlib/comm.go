@@ -95,6 +95,12 @@ var commMethods = map[string]commMethod{
 	"reduce_scatter": commReduceScatter,
 	"split":          commSplit,
 	"layout":         commLayout,
+	"set_on_loss":    commSetOnLoss,
+	"failed":         commFailed,
+	"revoke":         commRevoke,
+	"agree":          commAgree,
+	"shrink":         commShrink,
+	"grow":           commGrow,
 }
 
 // Attr returns a field or a bound method.
