@@ -122,6 +122,7 @@ func newComm(j *Job) *Comm {
 	for r := range ranks {
 		ranks[r] = r
 	}
+	l.rec = newRecovery(l, j) // its goroutine starts with the job (start)
 	c := l.genComm(j, j.Incarnation, ranks)
 	c.layout = elastic.Initial(j.Size, j.Spares)
 	c.layout.Gen = int(j.Incarnation)

@@ -300,7 +300,7 @@ func (s *joinState) timeout(got map[int]joined) error {
 
 // start launches the communicator's own goroutines.
 func (c *Comm) start() {
-	c.links.rec = newRecovery(c.links, c.job)
+	go c.links.rec.loop()
 	go c.monitor()
 	if c.ctlGone != nil {
 		go c.watchControl()

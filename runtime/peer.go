@@ -148,8 +148,11 @@ func (p *peer) wake() {
 }
 
 // control queues a control frame for the writer and returns at once.
-func (p *peer) control(t wire.Type, payload []byte) {
-	f := &outFrame{h: wire.Header{Type: t, Incarnation: p.cm().inc, Length: uint32(len(payload))}, payload: payload}
+func (p *peer) control(t wire.Type, payload []byte) { p.controlOf(p.cm().inc, t, payload) }
+
+// controlOf queues a control frame of generation gen.
+func (p *peer) controlOf(gen uint32, t wire.Type, payload []byte) {
+	f := &outFrame{h: wire.Header{Type: t, Incarnation: gen, Length: uint32(len(payload))}, payload: payload}
 	p.qmu.Lock()
 	if len(p.ctlq) < 1024 { // a stuck connection drops control frames; silence then tells
 		p.ctlq = append(p.ctlq, f)

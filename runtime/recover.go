@@ -66,7 +66,6 @@ func newRecovery(l *links, j *Job) *recovery {
 		changed: make(chan struct{}),
 	}
 	r.layout.Gen = int(j.Incarnation)
-	go r.loop()
 	return r
 }
 

@@ -157,7 +157,7 @@ func (c *Comm) revoke(from int) {
 	c.coll.wake(nil)
 	for r := 0; r < c.size; r++ {
 		if p := c.peerAt(r); p != nil && c.worldRank(r) != from && !p.gone.Load() {
-			p.control(wire.Revoke, binary.BigEndian.AppendUint32(nil, c.ctxID))
+			p.controlOf(c.inc, wire.Revoke, binary.BigEndian.AppendUint32(nil, c.ctxID))
 		}
 	}
 }
@@ -276,7 +276,7 @@ func (in *agreeInst) send(outs []elastic.Out) {
 		head := []byte{agreeComm}
 		head = binary.BigEndian.AppendUint32(head, in.c.ctxID)
 		head = binary.BigEndian.AppendUint32(head, uint32(o.Msg.Gen))
-		p.control(wire.Agree, append(head, b...))
+		p.controlOf(in.c.inc, wire.Agree, append(head, b...))
 	}
 	if !in.shut {
 		if _, ok := in.eng.Decided(); ok || in.eng.Err() != nil {

@@ -103,8 +103,15 @@ type genRecord struct {
 	Prev   string         `json:"prev"`
 }
 
-// oracle checks the record file on its own and returns its generations.
+// oracle checks the record file on its own and returns its generations:
+// a job of n ranks and spares spares that recovers in place.
 func oracle(t *testing.T, path string, n, spares int) []genRecord {
+	return checkRecord(t, path, n, spares, false)
+}
+
+// checkRecord is the oracle; with shrink, each generation drops its lost
+// ranks (renumbered in their old order) instead of promoting spares.
+func checkRecord(t *testing.T, path string, n, spares int, shrink bool) []genRecord {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -131,7 +138,7 @@ func oracle(t *testing.T, path string, n, spares int) []genRecord {
 		}
 		sum := sha256.Sum256(line)
 		prev = hex.EncodeToString(sum[:])
-		if g.Size != n || len(g.Ranks) != n {
+		if (g.Size != n && !shrink) || len(g.Ranks) != g.Size {
 			t.Fatalf("generation %d: size %d with %d ranks, want %d", g.Gen, g.Size, len(g.Ranks), n)
 		}
 		gens = append(gens, g)
@@ -162,8 +169,18 @@ func oracle(t *testing.T, path string, n, spares int) []genRecord {
 			lostOnce[s] = true
 			pool = slices.DeleteFunc(pool, func(x int) bool { return x == s })
 		}
+		if shrink {
+			want := slices.DeleteFunc(slices.Clone(a.Ranks), func(x int) bool { return slices.Contains(b.Lost, x) })
+			if !slices.Equal(b.Ranks, want) {
+				t.Fatalf("generation %d: ranks %v, want %v (the live ones in their old order)", b.Gen, b.Ranks, want)
+			}
+			pool = nil
+		}
 		// Lost ranks, in rank order, go to the lowest spares left.
 		for r, s := range a.Ranks {
+			if shrink {
+				break
+			}
 			if slices.Contains(b.Lost, s) {
 				if len(pool) == 0 || b.Ranks[r] != pool[0] {
 					t.Fatalf("generation %d: rank %d went to slot %d, want the lowest spare of %v", b.Gen, r, b.Ranks[r], pool)
@@ -173,7 +190,7 @@ func oracle(t *testing.T, path string, n, spares int) []genRecord {
 				t.Fatalf("generation %d: rank %d moved from live slot %d to %d", b.Gen, r, s, b.Ranks[r])
 			}
 		}
-		if !slices.Equal(b.Spares, pool) {
+		if !shrink && !slices.Equal(b.Spares, pool) {
 			t.Fatalf("generation %d: spares %v, want %v", b.Gen, b.Spares, pool)
 		}
 		// Survivors are the same processes.
@@ -336,5 +353,75 @@ func TestProgramSeesLayout(t *testing.T) {
 		"[slot 3] rank 1 slot 3 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n"
 	if r.Stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", r.Stdout, want)
+	}
+}
+
+var farmRE = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] (items=\d+ published=\d+ sum=\d+) size=(\d+) generation=(\d+)$`)
+
+// TestTaskFarm: the Starlark master/worker farm of scripts/examples, which
+// manages its losses itself (set_on_loss("return"), revoke, shrink):
+// workers lost, the root lost, losses in two generations. Every item is
+// published once and the sum is that of a run without failures; the
+// record shows each loss once and the survivors never relaunched.
+func TestTaskFarm(t *testing.T) {
+	farm := filepath.Join(root, "scripts", "examples", "farm.star")
+	args := []string{"-n", "6", "--silence", "1000", "--record", "rec.jsonl", farm, "30"}
+	clean, _ := run(t, "", args...)
+	m := farmRE.FindStringSubmatch(clean.Stdout)
+	if clean.Code != 0 || m == nil {
+		t.Fatalf("run without failures: %v", clean)
+	}
+	want := m[1]
+	for _, tc := range []struct {
+		name, schedule string
+		lost           []int
+	}{
+		{"worker", "0:3@collective-2", []int{3}},
+		{"root", "0:0@collective-3", []int{0}},
+		{"two at once", "0:1@collective-2,0:4@collective-2", []int{1, 4}},
+		{"continuous, root second", "0:2@collective-2,1:0@collective-2", []int{0, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, work := run(t, tc.schedule, args...)
+			if r.Code != 0 {
+				t.Fatalf("exit %d\n%v", r.Code, r)
+			}
+			got := farmRE.FindAllStringSubmatch(r.Stdout, -1)
+			if len(got) != 1 || got[0][1] != want {
+				t.Fatalf("result %q, want one line %q\n%v", got, want, r)
+			}
+			gens := checkRecord(t, filepath.Join(work, "rec.jsonl"), 6, 0, true)
+			var lost []int
+			for _, g := range gens {
+				lost = append(lost, g.Lost...)
+			}
+			slices.Sort(lost)
+			if !slices.Equal(lost, tc.lost) {
+				t.Fatalf("lost slots %v, want %v", lost, tc.lost)
+			}
+			last := gens[len(gens)-1]
+			if got[0][2] != fmt.Sprint(last.Size) || got[0][3] != fmt.Sprint(last.Gen) {
+				t.Fatalf("the program ended in size %s generation %s, the record in %d and %d", got[0][2], got[0][3], last.Size, last.Gen)
+			}
+		})
+	}
+}
+
+// TestGrow: a program that manages its losses takes a spare in with
+// grow(); the spare runs main() from its start in generation 1 as rank 1.
+func TestGrow(t *testing.T) {
+	prog := filepath.Join(root, "tests", "elastic", "testdata", "grow.star")
+	r, _ := run(t, "0:1@collective-3", "-n", "3", "--spares", "1", "--silence", "1000", prog)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%v", r.Code, r)
+	}
+	want := "[slot 0] rank 0 size 3 generation 1 joined 0 step 20\n" +
+		"[slot 2] rank 2 size 3 generation 1 joined 0 step 20\n" +
+		"[slot 3] rank 1 size 3 generation 1 joined 1 step 20\n"
+	if r.Stdout != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", r.Stdout, want)
+	}
+	if !strings.Contains(r.Stderr, "generation 1: rank 1 (slot 1 on 127.0.0.1) lost: killed by signal 9 (killed); slot 3 on 127.0.0.1 takes rank 1") {
+		t.Fatalf("no generation line:\n%s", r.Stderr)
 	}
 }
