@@ -39,6 +39,9 @@ type generations struct {
 	// returning: the program manages its losses (set_on_loss("return")):
 	// a lost process does not end the job.
 	returning bool
+	firstBad  time.Time // the first process of this incarnation that ended badly
+	restarted time.Time // firstBad of the incarnation before, when this one is a restart
+	started   map[int]bool
 }
 
 // genLine is a slot's report (runtime/recover.go genReport).
@@ -74,6 +77,10 @@ func (g *generations) start(job string, inc uint32, n, spares int, procs []*rank
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.job, g.spares, g.procs, g.gen = job, spares, procs, int(inc)
+	g.restarted, g.firstBad, g.started = g.firstBad, time.Time{}, map[int]bool{}
+	if inc == 0 {
+		g.restarted = time.Time{}
+	}
 	g.seen, g.first, g.lines = map[int]map[int]bool{}, map[int]time.Time{}, map[int]genLine{}
 	g.lostAt, g.lostWhy, g.gone = map[int]time.Time{}, map[int]string{}, map[int]bool{}
 	g.ranks = make([]int, n)
@@ -167,6 +174,15 @@ func (g *generations) report(slot int, line []byte) {
 	case "spare":
 		g.say("%s", r.Msg)
 		return
+	case "start":
+		// A slot of a restarted incarnation is back in its program.
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.started[slot] = true
+		if len(g.started) == len(g.procs) && !g.restarted.IsZero() {
+			g.say("incarnation %d: every rank back in its program %d ms after the loss", r.Gen, time.Since(g.restarted).Milliseconds())
+		}
+		return
 	case "mode":
 		g.mu.Lock()
 		g.returning = r.Msg == "return"
@@ -245,4 +261,13 @@ func (g *generations) host(slot int) string {
 		return g.procs[slot].host
 	}
 	return "?"
+}
+
+// badEnd notes that a process of this incarnation ended badly.
+func (g *generations) badEnd() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.firstBad.IsZero() {
+		g.firstBad = time.Now()
+	}
 }

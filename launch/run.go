@@ -662,6 +662,9 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		case p := <-endedCh:
 			pending--
 			l.ended(p)
+			if !p.state.Success() {
+				l.gens.badEnd()
+			}
 			if !p.state.Success() && backstop == nil && !l.gens.recovers(p) {
 				backstop = time.After(silence + 3*time.Second)
 			}

@@ -255,6 +255,7 @@ func (r *recovery) send(outs []elastic.Out) {
 			return
 		}
 		p.control(wire.Agree, append([]byte{agreeLayout}, b...))
+		p.readSoon() // its answer: the reader goroutine must not wait out its grace (peer.go)
 	}
 }
 
@@ -477,8 +478,8 @@ func Run(ctx context.Context, j *Job, fn func(context.Context, *Comm) error) (*C
 		return nil, err
 	}
 	rec := c.links.rec
-	if rec == nil {
-		return c, fn(ctx, c)
+	if j.Incarnation > 0 {
+		rec.report("start", "") // for the launcher's time of a restart
 	}
 	if c.rank < 0 {
 		c, err = rec.await(ctx, c)

@@ -277,6 +277,7 @@ func (in *agreeInst) send(outs []elastic.Out) {
 		head = binary.BigEndian.AppendUint32(head, in.c.ctxID)
 		head = binary.BigEndian.AppendUint32(head, uint32(o.Msg.Gen))
 		p.controlOf(in.c.inc, wire.Agree, append(head, b...))
+		p.readSoon()
 	}
 	if !in.shut {
 		if _, ok := in.eng.Decided(); ok || in.eng.Err() != nil {
