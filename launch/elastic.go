@@ -172,6 +172,11 @@ func (g *generations) report(slot int, line []byte) {
 	}
 	switch r.Kind {
 	case "spare":
+		g.mu.Lock()
+		for _, s := range r.Lost {
+			g.gone[s] = true // its end is no loss of the job
+		}
+		g.mu.Unlock()
 		g.say("%s", r.Msg)
 		return
 	case "start":

@@ -160,7 +160,7 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 	}
 	if _, isRank := r.layout.RankOf(slot); !isRank {
 		if r.layout.IsSpare(slot) {
-			r.report("spare", fmt.Sprintf("slot %d (a spare) lost: %s", slot, why))
+			r.report("spare", fmt.Sprintf("slot %d (a spare) lost: %s", slot, why), slot)
 		}
 		return // a lost spare is recorded and nothing else happens
 	}
@@ -394,7 +394,7 @@ type genReport struct {
 // GenPrefix starts a generation report line (protocol.md §12).
 const GenPrefix = "\x1esperli-gen "
 
-func (r *recovery) report(kind, msg string) {
+func (r *recovery) report(kind, msg string, lost ...int) {
 	if !r.job.Launched {
 		return
 	}
@@ -409,6 +409,9 @@ func (r *recovery) report(kind, msg string) {
 	}
 	rep := genReport{Kind: kind, Gen: l.Gen, Slot: r.l.self, Rank: rank, Size: len(l.Ranks), Ranks: l.Ranks, Spares: l.Spares, Lost: l.Lost,
 		Cause: strings.Join(causes, "; "), Pid: os.Getpid(), Msg: msg, MS: time.Since(r.lossAt).Milliseconds()}
+	if lost != nil {
+		rep.Lost = lost
+	}
 	b, _ := json.Marshal(rep)
 	fmt.Fprintf(os.Stderr, "%s%s\n", GenPrefix, b)
 }

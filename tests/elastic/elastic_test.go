@@ -222,6 +222,8 @@ func TestInPlaceScenarios(t *testing.T) {
 		{"multi", "0:1,0:5", []int{1, 5}},
 		{"continuous", "0:2,1:3", []int{2, 3}},
 		{"during the agreement", "0:2,0:4@agree-1", []int{2, 4}},
+		{"the coordinator during the agreement", "0:2,0:0@agree-1", []int{0, 2}},
+		{"a spare during the agreement", "0:2,0:9@agree-1", []int{2, 9}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, work := run(t, tc.schedule, args...)
@@ -423,5 +425,45 @@ func TestGrow(t *testing.T) {
 	}
 	if !strings.Contains(r.Stderr, "generation 1: rank 1 (slot 1 on 127.0.0.1) lost: killed by signal 9 (killed); slot 3 on 127.0.0.1 takes rank 1") {
 		t.Fatalf("no generation line:\n%s", r.Stderr)
+	}
+}
+
+// TestSpareLost: a spare killed while the job runs is said and nothing
+// else happens; the job ends with the result of a run without failures.
+func TestSpareLost(t *testing.T) {
+	args := []string{"-n", "3", "--spares", "2", "--silence", "1000", "--checkpoint-dir", "ckpt", "--record", "rec.jsonl", stencil, "3000", "1500", "50"}
+	work := t.TempDir()
+	cmd := exec.Command(sperli, append([]string{"run"}, args...)...)
+	cmd.Dir, cmd.Env = work, append(slices.Clone(baseEnv), "TMPDIR="+t.TempDir())
+	l := testbin.Start(t, cmd)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var pid int
+	if !testbin.Poll(ctx, 10*time.Millisecond, func() bool {
+		b, _ := os.ReadFile(filepath.Join(work, "rec.jsonl"))
+		var g genRecord
+		if json.Unmarshal(b, &g) != nil {
+			return false
+		}
+		pid = g.Pids["4"]
+		m, _ := filepath.Glob(filepath.Join(work, "ckpt", "*", "*"))
+		return pid > 0 && len(m) > 0
+	}) {
+		t.Fatal("no record or no checkpoint")
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	r := l.Wait(t, timeout)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%v", r.Code, r)
+	}
+	if !strings.Contains(r.Stderr, "slot 4 (a spare) lost") {
+		t.Fatalf("the spare's loss is not said:\n%s", r.Stderr)
+	}
+	if strings.Contains(r.Stderr, "generation 1") {
+		t.Fatalf("a spare's loss made a generation:\n%s", r.Stderr)
+	}
+	clean, _ := run(t, "", "-n", "3", "--checkpoint-dir", "ckpt", stencil, "3000", "1500", "50")
+	if got, want := result(t, r), result(t, clean); got != want {
+		t.Fatalf("result %q, want %q", got, want)
 	}
 }
