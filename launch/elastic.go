@@ -164,11 +164,13 @@ func (g *generations) replaced(slot int) bool {
 	return g.gone[slot]
 }
 
-// report takes one report line of slot.
-func (g *generations) report(slot int, line []byte) {
+// report takes one report line of slot. For a generation the slot
+// entered it marks the slot's standard output there too and returns the
+// generation, for the stream to mark its standard error; else -1.
+func (g *generations) report(slot int, line []byte) int {
 	var r genLine
 	if json.Unmarshal(line, &r) != nil || r.Slot != slot {
-		return
+		return -1
 	}
 	switch r.Kind {
 	case "spare":
@@ -178,7 +180,7 @@ func (g *generations) report(slot int, line []byte) {
 		}
 		g.mu.Unlock()
 		g.say("%s", r.Msg)
-		return
+		return -1
 	case "start":
 		// A slot of a restarted incarnation is back in its program.
 		g.mu.Lock()
@@ -187,15 +189,26 @@ func (g *generations) report(slot int, line []byte) {
 		if len(g.started) == len(g.procs) && !g.restarted.IsZero() {
 			g.say("incarnation %d: every rank back in its program %d ms after the loss", r.Gen, time.Since(g.restarted).Milliseconds())
 		}
-		return
+		return -1
 	case "mode":
 		g.mu.Lock()
 		g.returning = r.Msg == "return"
 		g.mu.Unlock()
-		return
+		return -1
+	case "generation":
+	default:
+		return -1
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if slot < len(g.procs) && g.procs[slot] != nil {
+		g.procs[slot].stdout.mark(r.Gen)
+	}
+	g.seenLocked(slot, r)
+	return r.Gen
+}
+
+func (g *generations) seenLocked(slot int, r genLine) {
 	if r.Gen <= g.gen {
 		return
 	}

@@ -147,8 +147,9 @@ type outputs struct {
 	ending   atomic.Bool  // the launcher is ending the job itself
 	// onWaiting receives a rank's waiting record (runtime/waiting.go).
 	onWaiting func(rank int, w runtime.WaitRecord)
-	// onGen receives a slot's generation report (runtime/recover.go).
-	onGen func(slot int, line []byte)
+	// onGen receives a slot's generation report (runtime/recover.go); it
+	// returns the generation the slot entered, or -1.
+	onGen func(slot int, line []byte) int
 }
 
 // stream is one rank's standard output or standard error in one
@@ -304,6 +305,30 @@ func (s *stream) show(b []byte, own bool) {
 	}
 }
 
+// mark puts the line that says the slot entered generation gen in place
+// (protocol.md §12) among the stream's shown lines: what came before it
+// is of an abandoned generation.
+func (s *stream) mark(gen int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.markLocked(gen)
+}
+
+func (s *stream) markLocked(gen int) {
+	if !s.wrote {
+		return // nothing of an earlier generation to tell apart
+	}
+	text := fmt.Sprintf("--- generation %d ---\n", gen)
+	if s.file != nil {
+		text = fmt.Sprintf("--- generation %d\n", gen)
+	}
+	s.show([]byte(text), false)
+	if s.o.live && s.file == nil {
+		s.o.writeLine(s.dest(), s.prefix, &s.line)
+		s.line.reset()
+	}
+}
+
 // endLine ends the current line.
 func (s *stream) endLine() {
 	switch s.kind {
@@ -321,7 +346,9 @@ func (s *stream) endLine() {
 		s.wait = s.wait[:0]
 	case lineGen:
 		if s.o.onGen != nil {
-			s.o.onGen(s.rank, bytes.TrimSpace(s.wait))
+			if g := s.o.onGen(s.rank, bytes.TrimSpace(s.wait)); g >= 0 {
+				s.markLocked(g)
+			}
 		}
 		s.wait = s.wait[:0]
 	default:

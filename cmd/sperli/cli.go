@@ -102,6 +102,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
   sperli run -n 3 --output-dir out prog.star     # out/rank-i.out, out/rank-i.err
   sperli run -n 3 -x OMP_NUM_THREADS=1 -x PATH ./solver
   sperli run -n 4 --checkpoint-dir ckpt stencil.star   # restarts from checkpoints
+  sperli run -n 8 --spares 2 --checkpoint-dir ckpt --record gens.jsonl stencil.star   # a lost rank replaced in place
   sperli run --job job/ stencil.star             # a "sperli job make" job, resumed from its checkpoints
   sperli run --hosts hosts.txt --ssh-port 22 -n 8 prog.star
   sperli run prog.star                           # no -n: no job, comm is None`,
