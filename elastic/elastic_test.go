@@ -177,10 +177,25 @@ func (s *sim) crash(x int) {
 // lost before the start (slot 0 … of live sees them), chaos the chance of
 // a crash per step.
 func runSim(t *testing.T, seed int64, cur Layout, before []int, chaos float64) (map[int]Layout, map[int]bool, map[int]error) {
+	decided, crashed, errs := runEngines(t, seed, cur, before, chaos, func(x int) *Agreement { return NewAgreement(x, cur) })
+	layouts := map[int]Layout{}
+	for x, v := range decided {
+		var l Layout
+		if err := l.UnmarshalBinary(v); err != nil {
+			t.Fatalf("slot %d decided no layout: %v", x, err)
+		}
+		layouts[x] = l
+	}
+	return layouts, crashed, errs
+}
+
+// runEngines plays one agreement of the engines made by mk on the
+// simulated network and returns the decided values of the live slots.
+func runEngines(t *testing.T, seed int64, cur Layout, before []int, chaos float64, mk func(slot int) *Agreement) (map[int][]byte, map[int]bool, map[int]error) {
 	rng := rand.New(rand.NewSource(seed))
 	s := &sim{rng: rng, agr: map[int]*Agreement{}, queues: map[[2]int][]Msg{}, crashed: map[int]bool{}}
 	for x := 0; x < cur.Slots; x++ {
-		s.agr[x] = NewAgreement(x, cur)
+		s.agr[x] = mk(x)
 	}
 	for x := 0; x < cur.Slots; x++ {
 		if !slices.Contains(cur.Live(), x) {
@@ -240,17 +255,13 @@ func runSim(t *testing.T, seed int64, cur Layout, before []int, chaos float64) (
 		}
 		s.deliver(k[1], s.agr[k[1]].Receive(k[0], m))
 	}
-	decided, errs := map[int]Layout{}, map[int]error{}
+	decided, errs := map[int][]byte{}, map[int]error{}
 	for x, a := range s.agr {
 		if s.crashed[x] {
 			continue
 		}
-		l, ok, err := a.DecidedLayout()
-		if err != nil {
-			t.Fatalf("slot %d decided no layout: %v", x, err)
-		}
-		if ok {
-			decided[x] = l
+		if v, ok := a.Decided(); ok {
+			decided[x] = v
 		}
 		if err := a.Err(); err != nil {
 			errs[x] = err
@@ -354,4 +365,70 @@ func TestCoordinatorDiesAfterOneDecided(t *testing.T) {
 		}
 	}
 	_ = q
+}
+
+// TestConsensusProperty: the consensus of comm.agree — every slot's input
+// a flag, the value the AND of the inputs the coordinator heard — with
+// random crashes: one value decided, and it is the AND of a set of
+// inputs that holds every slot live at the end.
+func TestConsensusProperty(t *testing.T) {
+	for seed := int64(0); seed < 1500; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		n := 3 + rng.Intn(6)
+		cur := Initial(n, 0)
+		flags := make([]byte, n)
+		for i := range flags {
+			flags[i] = byte(rng.Intn(256))
+		}
+		mk := func(x int) *Agreement {
+			a := NewConsensus(x, cur.Live(), n, 7, func(failed []int, inputs map[int][]byte) ([]byte, error) {
+				and := byte(0xff)
+				var from []byte
+				for s := 0; s < n; s++ {
+					if in, ok := inputs[s]; ok {
+						and &= in[0]
+						from = append(from, byte(s))
+					}
+				}
+				return append([]byte{and}, from...), nil
+			})
+			a.SetInput([]byte{flags[x]})
+			return a
+		}
+		decided, crashed, errs := runEngines(t, seed, cur, []int{rng.Intn(n)}, []float64{0, 0.02}[seed%2], mk)
+		var first []byte
+		for x, v := range decided {
+			if first == nil {
+				first = v
+			} else if string(first) != string(v) {
+				t.Fatalf("seed %d: slot %d decided %x, another %x", seed, x, v, first)
+			}
+		}
+		live := 0
+		for x := 0; x < n; x++ {
+			if !crashed[x] {
+				live++
+			}
+		}
+		if first == nil {
+			if live > 0 && len(errs) == 0 {
+				t.Fatalf("seed %d: nobody decided and nobody failed", seed)
+			}
+			continue
+		}
+		and := byte(0xff)
+		for _, s := range first[1:] {
+			and &= flags[s]
+		}
+		if and != first[0] {
+			t.Fatalf("seed %d: value %x is not the AND of the inputs it names", seed, first)
+		}
+		for x := 0; x < n; x++ {
+			if !crashed[x] && !slices.Contains(first[1:], byte(x)) {
+				if _, ok := decided[x]; ok {
+					t.Fatalf("seed %d: live slot %d decided a value without its input: %x", seed, x, first)
+				}
+			}
+		}
+	}
 }
