@@ -23,19 +23,19 @@ type generations struct {
 	say    func(format string, args ...any)
 	record *os.File
 
-	mu       sync.Mutex
-	job      string
-	spares   int
-	procs    []*rankProc
-	gen      int   // the last generation said
-	ranks    []int // its layout
-	prev     string
-	seen     map[int]map[int]bool // generation → slots that reported it
-	first    map[int]time.Time    // generation → its first report
-	lines    map[int]genLine      // generation → its first report
-	lostAt   map[int]time.Time    // slot → when its process was seen to end
-	lostWhy  map[int]string
-	gone     map[int]bool // slots lost and replaced in place
+	mu      sync.Mutex
+	job     string
+	spares  int
+	procs   []*rankProc
+	gen     int   // the last generation said
+	ranks   []int // its layout
+	prev    string
+	seen    map[int]map[int]bool // generation → slots that reported it
+	first   map[int]time.Time    // generation → its first report
+	lines   map[int]genLine      // generation → its first report
+	lostAt  map[int]time.Time    // slot → when its process was seen to end
+	lostWhy map[int]string
+	gone    map[int]bool // slots lost and replaced in place
 	// returning: the program manages its losses (set_on_loss("return")):
 	// a lost process does not end the job.
 	returning bool

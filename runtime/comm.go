@@ -48,7 +48,7 @@ type core struct {
 	*links // the connections by slot, the monitor: shared by every generation
 
 	job  *Job
-	inc  uint32 // the generation (SPEC §10.1): the incarnation of restarts, one more at each recovery
+	inc  uint32        // the generation (SPEC §10.1): the incarnation of restarts, one more at each recovery
 	spin time.Duration // the reads' spin limit (spin.go)
 
 	world    *Comm
@@ -58,8 +58,8 @@ type core struct {
 
 	failedSlots map[int]string // slots known lost with LossReturn (ulfm.go), and why; under mu
 	agrees      agrees         // Agree instances (ulfm.go)
-	jobPub   *pki.PublicKey
-	jobPriv *pki.PrivateKey // rank 0 only
+	jobPub      *pki.PublicKey
+	jobPriv     *pki.PrivateKey // rank 0 only
 
 	mu       sync.Mutex
 	match    *matcher
