@@ -509,6 +509,28 @@ func Run(ctx context.Context, j *Job, fn func(context.Context, *Comm) error) (*C
 	}
 }
 
+// Recovering reports whether c's generation was abandoned for the next
+// (in-place recovery): its calls return H1611, and Next gives the next
+// generation's communicator.
+func (c *Comm) Recovering() bool { return c.recovering.Load() }
+
+// Spare reports whether this slot is a spare in c's generation (Rank is
+// then -1).
+func (c *Comm) Spare() bool { return c.rank < 0 }
+
+// ErrSpareDone is Next's error for a spare whose job finished without
+// needing it: the caller finishes c and ends with 0.
+var ErrSpareDone = errSpareDone
+
+// Next waits until this slot is a rank of a generation after c's and
+// returns its communicator — what Run does between calls of its function,
+// for a program that joined with Init (the C library). For a spare whose
+// job finished without it, it returns ErrSpareDone; when the job ended,
+// its error.
+func (c *Comm) Next(ctx context.Context) (*Comm, error) {
+	return c.links.rec.await(ctx, c)
+}
+
 // Generation is the generation of the job this communicator belongs to
 // (SPEC §10.1): 0 at launch, one more at each recovery or restart.
 func (c *Comm) Generation() int { return int(c.inc) }
