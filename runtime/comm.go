@@ -821,6 +821,7 @@ func (c *Comm) Close() {
 		}
 		wg.Wait()
 		close(c.stopMon)
+		close(c.stopRec)
 		<-c.monDone
 	})
 }

@@ -29,6 +29,7 @@ type links struct {
 	lossReturn atomic.Bool // SetOnLoss(LossReturn): losses are the program's (ulfm.go)
 
 	stopMon chan struct{}
+	stopRec chan struct{} // ends the recovery goroutine (Close)
 	// ctlGone is closed when the launcher's control channel ends; nil
 	// when the rank was not launched.
 	ctlGone chan struct{}
@@ -44,6 +45,7 @@ func newLinks(j *Job) *links {
 		slots:   j.Slots(),
 		peers:   make([]*peer, j.Slots()),
 		stopMon: make(chan struct{}),
+		stopRec: make(chan struct{}),
 		monDone: make(chan struct{}),
 		resched: make(chan struct{}, 1),
 		byes:    make(chan struct{}, 1),

@@ -95,7 +95,7 @@ func (r *recovery) loop() {
 	for {
 		select {
 		case <-r.kick:
-		case <-r.l.stopMon:
+		case <-r.l.stopRec:
 			return
 		}
 		for {
