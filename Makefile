@@ -5,7 +5,7 @@ BIN      := bin
 SPERLI   := $(BIN)/sperli
 FUZZTIME ?= 10s
 
-.PHONY: all build run test test-hosts test-slurm race fuzz golden bench bench-coll verify clean
+.PHONY: all build run test test-hosts test-slurm race fuzz golden bench bench-coll bench-recovery verify clean
 
 all: build
 
@@ -70,3 +70,8 @@ verify:
 
 clean:
 	rm -rf $(BIN)
+
+# In-place recovery beside the launcher restart, and loss detection
+# (docs/benchmarks.md).
+bench-recovery: build
+	sh scripts/bench/recovery.sh

@@ -44,8 +44,9 @@ func NewIdentity() (*Identity, error) {
 // Spec says what one incarnation of a job looks like.
 type Spec struct {
 	Size          int
+	Spares        int // spare slots after the ranks (SPEC §10)
 	Incarnation   uint32
-	Hosts         []runtime.Host // one per rank
+	Hosts         []runtime.Host // one per slot
 	SilenceMS     int
 	JoinMS        int
 	Launched      bool
@@ -72,7 +73,7 @@ func (id *Identity) Describe(s Spec, rank int) (*runtime.Job, error) {
 		}
 		certDER, seed = der, key.Seed()
 	}
-	tok, err := pki.Token{Job: id.ID, Rank: rank, Size: s.Size, Incarnation: s.Incarnation, Host: host, Expires: s.Expires}.Sign(id.JobPriv)
+	tok, err := pki.Token{Job: id.ID, Rank: rank, Size: s.Size + s.Spares, Incarnation: s.Incarnation, Host: host, Expires: s.Expires}.Sign(id.JobPriv)
 	if err != nil {
 		return nil, fmt.Errorf("signing the token of rank %d: %w", rank, err)
 	}
@@ -85,6 +86,7 @@ func (id *Identity) Describe(s Spec, rank int) (*runtime.Job, error) {
 		ID:            id.ID,
 		Rank:          rank,
 		Size:          s.Size,
+		Spares:        s.Spares,
 		Incarnation:   s.Incarnation,
 		Hosts:         s.Hosts,
 		CA:            id.CA.CertDER,
@@ -98,7 +100,8 @@ func (id *Identity) Describe(s Spec, rank int) (*runtime.Job, error) {
 		CheckpointDir: s.CheckpointDir,
 		Failures:      s.Failures,
 	}
-	if rank == 0 {
+	if rank == 0 || rank >= s.Size {
+		// Every spare may become rank 0, the COMMIT signer (SPEC §10.2).
 		if j.JobSecret, err = id.JobPriv.MarshalBinary(); err != nil {
 			return nil, err
 		}

@@ -50,6 +50,9 @@ func LoadJobDir(dir string, n int) (*Identity, []hosts.Line, string, error) {
 		return nil, nil, "", err
 	}
 	size := j0.Size
+	if j0.Spares > 0 {
+		return nil, nil, "", usage("--job %s: the job has %d spare slot(s): start every slot by hand (sperli rank PROGRAM < %s/rank-i.job); sperli run --job runs jobs made without spares", dir, j0.Spares, dir)
+	}
 	if n != 0 && n != size {
 		return nil, nil, "", usage("--job %s: %s: the job has %d ranks, -n %d: a job resumes with its own size",
 			dir, codes.ResumeSize, size, n)

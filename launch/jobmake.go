@@ -20,6 +20,7 @@ type MakeOptions struct {
 	SilenceMS     int
 	Expires       time.Duration // token lifetime; 0 is 24 hours
 	Out           string
+	Spares        int // spare slots N … N+S-1 (SPEC §10): rank-N.job … are the spares'
 }
 
 // DefaultExpires is the token lifetime of `sperli job make` without --expires.
@@ -40,7 +41,11 @@ func MakeJob(o MakeOptions) ([]string, error) {
 	if o.SilenceMS != 0 && (o.SilenceMS < runtime.MinSilenceMS || o.SilenceMS > runtime.MaxSilenceMS) {
 		return nil, usage("job make: --silence %d: want %d to %d ms", o.SilenceMS, runtime.MinSilenceMS, runtime.MaxSilenceMS)
 	}
-	pl, err := Place(o.N, o.HostsFile, o.DenyFile)
+	if o.Spares < 0 || o.Spares > runtime.MaxSize-o.N {
+		return nil, usage("job make: --spares %d: want 0 to %d", o.Spares, runtime.MaxSize-o.N)
+	}
+	slots := o.N + o.Spares
+	pl, err := Place(slots, o.HostsFile, o.DenyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -52,13 +57,13 @@ func MakeJob(o MakeOptions) ([]string, error) {
 	if exp == 0 {
 		exp = DefaultExpires
 	}
-	table := make([]runtime.Host, o.N)
+	table := make([]runtime.Host, slots)
 	for r := range table {
 		table[r] = runtime.Host{Host: pl.Lines[r].Host, Port: hosts.RankPort(pl.Lines[r], r)}
 	}
-	spec := Spec{Size: o.N, Hosts: table, SilenceMS: o.SilenceMS, CheckpointDir: o.CheckpointDir, Expires: time.Now().Add(exp)}
-	files := make([]secretFile, o.N)
-	for r := 0; r < o.N; r++ {
+	spec := Spec{Size: o.N, Spares: o.Spares, Hosts: table, SilenceMS: o.SilenceMS, CheckpointDir: o.CheckpointDir, Expires: time.Now().Add(exp)}
+	files := make([]secretFile, slots)
+	for r := 0; r < slots; r++ {
 		j, err := id.Describe(spec, r)
 		if err != nil {
 			return nil, err

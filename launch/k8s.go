@@ -51,13 +51,11 @@ func MakeKube(o MakeOptions, k KubeOptions) (string, error) {
 	if k.Program == "" {
 		return "", usage("job make --kubernetes: PROGRAM is required (its path in the image)")
 	}
-	if k.Spares != 0 {
-		// The runtime has no spares yet (SPEC §10): a job with spares
-		// would be a job of N+S ranks, which is not what was asked.
-		return "", usage("job make --kubernetes: --spares %d: this version of sperli runs no spares yet (SPEC §10); give --spares 0", k.Spares)
-	}
 	if o.N < 1 || o.N > runtime.MaxSize {
 		return "", usage("-n %d: want 1 to %d ranks", o.N, runtime.MaxSize)
+	}
+	if k.Spares < 0 || k.Spares > runtime.MaxSize-o.N {
+		return "", usage("job make --kubernetes: --spares %d: want 0 to %d", k.Spares, runtime.MaxSize-o.N)
 	}
 	if o.Expires < 0 {
 		return "", usage("job make: --expires %v: want a positive duration", o.Expires)
@@ -97,7 +95,7 @@ func MakeKube(o MakeOptions, k KubeOptions) (string, error) {
 	if exp == 0 {
 		exp = DefaultExpires
 	}
-	spec := Spec{Size: slots, Hosts: table, SilenceMS: o.SilenceMS, CheckpointDir: o.CheckpointDir, Expires: time.Now().Add(exp)}
+	spec := Spec{Size: o.N, Spares: k.Spares, Hosts: table, SilenceMS: o.SilenceMS, CheckpointDir: o.CheckpointDir, Expires: time.Now().Add(exp)}
 	descs := make([][]byte, slots)
 	for r := range descs {
 		j, err := id.Describe(spec, r)

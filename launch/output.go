@@ -137,6 +137,7 @@ type outputs struct {
 	stdout   io.Writer
 	stderr   io.Writer
 	color    bool
+	slots    bool // a job with spares: lines are prefixed by slot
 	live     bool
 	verbose  bool
 	dir      string // --output-dir
@@ -146,6 +147,9 @@ type outputs struct {
 	ending   atomic.Bool  // the launcher is ending the job itself
 	// onWaiting receives a rank's waiting record (runtime/waiting.go).
 	onWaiting func(rank int, w runtime.WaitRecord)
+	// onGen receives a slot's generation report (runtime/recover.go); it
+	// returns the generation the slot entered, or -1.
+	onGen func(slot int, line []byte) int
 }
 
 // stream is one rank's standard output or standard error in one
@@ -181,6 +185,7 @@ const (
 	lineStatus
 	lineError
 	lineWaiting
+	lineGen
 )
 
 // maxWaiting bounds a waiting record.
@@ -191,7 +196,7 @@ const maxWaiting = 4 << 10
 const maxRecord = 1 << 20
 
 func newStream(o *outputs, rank int, isErr bool, gen uint32, file *os.File) *stream {
-	s := &stream{o: o, rank: rank, isErr: isErr, gen: gen, prefix: Prefix(rank, o.color), file: file}
+	s := &stream{o: o, rank: rank, isErr: isErr, gen: gen, prefix: prefixOf(o.unit(), rank, o.color), file: file}
 	for _, sp := range []*spool{&s.line, &s.all, &s.errs, &s.record} {
 		sp.budget = &o.memUsed
 	}
@@ -227,7 +232,7 @@ func (s *stream) Write(p []byte) (int, error) {
 
 // classify reads the first bytes of a line until it knows its kind.
 func (s *stream) classify(p []byte) []byte {
-	prefixes := []string{runtime.StatusPrefix, runtime.ErrorPrefix, runtime.WaitingPrefix}
+	prefixes := []string{runtime.StatusPrefix, runtime.ErrorPrefix, runtime.WaitingPrefix, runtime.GenPrefix}
 	for len(p) > 0 {
 		s.head = append(s.head, p[0])
 		p = p[1:]
@@ -237,7 +242,7 @@ func (s *stream) classify(p []byte) []byte {
 		maybe := false
 		for k, pre := range prefixes {
 			if string(s.head) == pre {
-				s.kind = []lineKind{lineStatus, lineError, lineWaiting}[k]
+				s.kind = []lineKind{lineStatus, lineError, lineWaiting, lineGen}[k]
 				s.head = s.head[:0]
 				return p
 			}
@@ -274,7 +279,7 @@ func (s *stream) add(b []byte) {
 		s.record.Write(b)
 	case lineError:
 		s.errs.Write(b)
-	case lineWaiting:
+	case lineWaiting, lineGen:
 		if len(s.wait)+len(b) <= maxWaiting {
 			s.wait = append(s.wait, b...)
 		}
@@ -300,6 +305,30 @@ func (s *stream) show(b []byte, own bool) {
 	}
 }
 
+// mark puts the line that says the slot entered generation gen in place
+// (protocol.md §12) among the stream's shown lines: what came before it
+// is of an abandoned generation.
+func (s *stream) mark(gen int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.markLocked(gen)
+}
+
+func (s *stream) markLocked(gen int) {
+	if !s.wrote {
+		return // nothing of an earlier generation to tell apart
+	}
+	text := fmt.Sprintf("--- generation %d ---\n", gen)
+	if s.file != nil {
+		text = fmt.Sprintf("--- generation %d\n", gen)
+	}
+	s.show([]byte(text), false)
+	if s.o.live && s.file == nil {
+		s.o.writeLine(s.dest(), s.prefix, &s.line)
+		s.line.reset()
+	}
+}
+
 // endLine ends the current line.
 func (s *stream) endLine() {
 	switch s.kind {
@@ -313,6 +342,13 @@ func (s *stream) endLine() {
 	case lineWaiting:
 		if w, ok := runtime.ParseWaiting(runtime.WaitingPrefix + string(s.wait)); ok && s.o.onWaiting != nil {
 			s.o.onWaiting(s.rank, w)
+		}
+		s.wait = s.wait[:0]
+	case lineGen:
+		if s.o.onGen != nil {
+			if g := s.o.onGen(s.rank, bytes.TrimSpace(s.wait)); g >= 0 {
+				s.markLocked(g)
+			}
 		}
 		s.wait = s.wait[:0]
 	default:
@@ -415,6 +451,15 @@ func (s *stream) lastLine() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return strings.TrimSpace(string(s.last))
+}
+
+// unit names a process in its prefix: "rank", or "slot" in a job with
+// spares.
+func (o *outputs) unit() string {
+	if o.slots {
+		return "slot"
+	}
+	return "rank"
 }
 
 // writeLine writes one whole line with its prefix to w, alone.

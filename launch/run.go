@@ -35,6 +35,8 @@ type Options struct {
 	Wdir          string   // --wdir; "" is the launcher's working directory
 	CheckpointDir string   // --checkpoint-dir (restarts: a later issue)
 	RestartMax    int      // --restart-max
+	Spares        int      // --spares: warm spare slots (SPEC §10)
+	Record        string   // --record: the generation record file
 	Program       string   // a .star file or an executable
 	Args          []string // the program's arguments
 	Self          string   // the sperli binary for `sperli rank`; "" is os.Executable
@@ -154,8 +156,10 @@ func Run(ctx context.Context, o Options) int {
 		// the garbage of a flood of lines also when the machine is busy.
 		debug.SetMemoryLimit(launcherMemLimit)
 	}
-	l := &launcher{o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir},
+	l := &launcher{o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir, slots: o.Spares > 0},
 		replies: make(chan waitReply, 64), started: time.Now()}
+	l.gens.say = l.say
+	l.out.onGen = l.gens.report
 	l.out.onWaiting = func(rank int, w runtime.WaitRecord) {
 		select {
 		case l.replies <- waitReply{rank, w}:
@@ -174,7 +178,7 @@ func (l *launcher) openFiles() error {
 	if err := os.MkdirAll(l.o.OutputDir, 0o755); err != nil {
 		return usage("--output-dir %s: %v", l.o.OutputDir, unwrapPath(err))
 	}
-	l.files = make([][2]*os.File, l.o.N)
+	l.files = make([][2]*os.File, l.o.N+l.o.Spares)
 	for r := range l.files {
 		for i, ext := range []string{"out", "err"} {
 			f, err := openOutputFile(l.o.OutputDir, r, ext)
@@ -207,6 +211,7 @@ type launcher struct {
 	// stopping is set once the launcher kills what is left of the job.
 	stopping bool
 	replies  chan waitReply // waiting records, as the ranks answer
+	gens     generations    // in-place recoveries (elastic.go)
 	started  time.Time
 }
 
@@ -275,7 +280,10 @@ func (l *launcher) run(ctx context.Context) int {
 			l.say("%v", err)
 			return ExitCode(err)
 		}
-	} else if pl, err = Place(o.N, o.HostsFile, o.DenyFile); err != nil {
+	} else if o.Spares < 0 || o.Spares > runtime.MaxSize-o.N {
+		l.say("--spares %d: want 0 to %d", o.Spares, runtime.MaxSize-o.N)
+		return 2
+	} else if pl, err = Place(o.N+o.Spares, o.HostsFile, o.DenyFile); err != nil {
 		l.say("%v", err)
 		return ExitCode(err)
 	}
@@ -283,8 +291,12 @@ func (l *launcher) run(ctx context.Context) int {
 		l.say("--silence %d: want %d to %d ms", o.SilenceMS, runtime.MinSilenceMS, runtime.MaxSilenceMS)
 		return 2
 	}
+	if o.JobDir != "" && o.Spares > 0 {
+		l.say("--spares with --job: a job directory's spares are its own (sperli job make --spares)")
+		return 2
+	}
 	star := strings.HasSuffix(o.Program, ".star")
-	infos := make([]lineInfo, o.N)
+	infos := make([]lineInfo, o.N+o.Spares)
 	for r := range infos {
 		infos[r] = lineInfo{host: pl.Lines[r].Host}
 	}
@@ -322,12 +334,21 @@ func (l *launcher) run(ctx context.Context) int {
 		l.say("--ssh-port %d: want a port from 1 to 65535", o.SSHPort)
 		return 2
 	}
-	local := make([]string, o.N)
+	local := make([]string, o.N+o.Spares)
 	for r := range local {
 		local[r] = pl.Lines[r].Host
 	}
 	if note := oversubscribed(local); note != "" {
 		l.say("%s", note)
+	}
+	if o.Record != "" {
+		f, err := os.OpenFile(o.Record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
+		if err != nil {
+			l.say("--record %s: %v", o.Record, unwrapPath(err))
+			return 2
+		}
+		defer f.Close()
+		l.gens.record = f
 	}
 	if o.OutputDir != "" {
 		if err := l.openFiles(); err != nil {
@@ -348,8 +369,9 @@ const FailureEnv = "SPERLI_TEST_FAILURE_SCHEDULE"
 // where it was when none is left), at most --restart-max times.
 func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, star bool, failures string) int {
 	o := l.o
-	lines := append([]hosts.Line(nil), pl.Lines[:o.N]...)
-	unused := o.N
+	lines := append([]hosts.Line(nil), pl.Lines[:o.N+o.Spares]...)
+	unused := o.N + o.Spares
+	used := 0 // restarts made
 	for inc := uint32(0); ; inc++ {
 		l.mu.Lock()
 		// Each incarnation says its own losses and restarts, even when
@@ -358,7 +380,7 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 		l.out.ending.Store(false)
 		l.mu.Unlock()
 		code, procs, interrupted := l.incarnation(ctx, id, lines, star, inc, failures)
-		again := code == runtime.ExitLost && o.CheckpointDir != "" && ctx.Err() == nil && !interrupted && int(inc) < o.RestartMax
+		again := code == runtime.ExitLost && o.CheckpointDir != "" && ctx.Err() == nil && !interrupted && used < o.RestartMax
 		l.showOutput(procs, inc, again)
 		if o.Stats != "" && !again {
 			l.out.mu.Lock()
@@ -382,7 +404,7 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 		}
 		lost := l.lostRanks()
 		if !again {
-			l.say("rank %s lost and no restart left (%d of %d used)", joinInts(lost), inc, o.RestartMax)
+			l.say("rank %s lost and no restart left (%d of %d used)", joinInts(lost), used, o.RestartMax)
 			return code
 		}
 		for _, r := range lost {
@@ -394,7 +416,11 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 				l.say("rank %d restarts where it was, on %s: no unused host line is left", r, lines[r].Host)
 			}
 		}
-		l.say("restart %d of %d: incarnation %d", inc+1, o.RestartMax, inc+1)
+		if g := uint32(l.gens.last()); g > inc {
+			inc = g // generations made in place count too (SPEC §10.1)
+		}
+		used++
+		l.say("restart %d of %d: incarnation %d", used, o.RestartMax, inc+1)
 	}
 }
 
@@ -431,7 +457,7 @@ func lineName(file string, l hosts.Line) string {
 // returns the exit status, the ranks and whether it was interrupted.
 func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.Line, star bool, inc uint32, failures string) (int, []*rankProc, bool) {
 	o := l.o
-	n := o.N
+	n := o.N + o.Spares
 	table := make([]runtime.Host, n)
 	listeners := make([]*os.File, n)
 	defer func() {
@@ -467,7 +493,7 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 		join = runtime.DefaultJoinMS * time.Millisecond
 	}
 	spec := Spec{
-		Size: n, Incarnation: inc, Hosts: table, SilenceMS: o.SilenceMS, JoinMS: o.JoinMS,
+		Size: o.N, Spares: o.Spares, Incarnation: inc, Hosts: table, SilenceMS: o.SilenceMS, JoinMS: o.JoinMS,
 		Launched: true, CheckpointDir: o.CheckpointDir, Failures: failures,
 		Expires: time.Now().Add(join + 5*time.Minute),
 	}
@@ -554,6 +580,7 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 	for i := range listeners {
 		listeners[i] = nil
 	}
+	l.gens.start(id.ID, inc, o.N, o.Spares, procs)
 	return l.wait(ctx, procs)
 }
 
@@ -635,7 +662,10 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		case p := <-endedCh:
 			pending--
 			l.ended(p)
-			if !p.state.Success() && backstop == nil {
+			if !p.state.Success() {
+				l.gens.badEnd()
+			}
+			if !p.state.Success() && backstop == nil && !l.gens.recovers(p) {
 				backstop = time.After(silence + 3*time.Second)
 			}
 		case <-backstop:
@@ -689,6 +719,9 @@ func (l *launcher) ended(p *rankProc) {
 	case l.stopping:
 		// The launcher is ending the job (an interrupt, or the job had
 		// failed): neither a rank's signal nor a peer it saw go is a loss.
+	case ws.Signaled() && l.gens.recovers(p):
+		// Said with the generation that replaces it (elastic.go).
+		l.gens.lostProc(p, fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal()))
 	case ws.Signaled():
 		l.sayLost(p.rank, fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal()))
 	case p.status != nil && p.status.Code == codes.PeerLost.String() && p.status.CauseRank >= 0:
@@ -737,6 +770,8 @@ func (l *launcher) outcome(procs []*rankProc) int {
 	for _, p := range procs {
 		ws, _ := p.state.Sys().(syscall.WaitStatus)
 		switch {
+		case l.gens.replaced(p.rank):
+			// Lost and replaced in place: the job went on without it.
 		case ws.Signaled() && !p.killed:
 			return runtime.ExitLost
 		case p.state.ExitCode() == runtime.ExitLost:

@@ -11,8 +11,13 @@ var rankColors = []string{"6", "3", "5", "2", "4", "1", "14", "11", "13", "10", 
 
 // Prefix returns the "[rank i] " prefix of rank output, styled with a
 // colour per rank when color is true.
-func Prefix(rank int, color bool) string {
-	p := fmt.Sprintf("[rank %d]", rank)
+func Prefix(rank int, color bool) string { return prefixOf("rank", rank, color) }
+
+// prefixOf is the prefix of a process's lines: "[rank i] ", or in a job
+// with spares "[slot i] " — a slot's process may be another rank in a
+// later generation (SPEC §10.1).
+func prefixOf(unit string, rank int, color bool) string {
+	p := fmt.Sprintf("[%s %d]", unit, rank)
 	if !color {
 		return p + " "
 	}

@@ -276,7 +276,7 @@ func concat(recs [][]byte) []byte {
 
 // sysSend starts an internal message; sysRecv waits for one.
 func (c *Comm) sysSend(dest int, tag uint32, data []byte) (*outFrame, error) {
-	f := &outFrame{h: wire.Header{Type: wire.Checkpoint, Tag: tag, Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
+	f := &outFrame{h: wire.Header{Type: wire.Checkpoint, Incarnation: c.inc, Tag: tag, Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
 	return f, c.peers[dest].enqueue(f)
 }
 

@@ -31,10 +31,11 @@ const (
 	KindAlltoall      Kind = 8
 	KindReduceScatter Kind = 9
 	KindSplit         Kind = 10
+	KindAgree         Kind = 11 // Comm.Agree: no collective frames, named in waiting reports
 )
 
 var kindNames = map[Kind]string{KindBarrier: "barrier", KindBcast: "bcast", KindReduce: "reduce", KindAllreduce: "allreduce", KindGather: "gather", KindScatter: "scatter",
-	KindAllgather: "allgather", KindAlltoall: "alltoall", KindReduceScatter: "reduce_scatter", KindSplit: "split"}
+	KindAllgather: "allgather", KindAlltoall: "alltoall", KindReduceScatter: "reduce_scatter", KindSplit: "split", KindAgree: "agree"}
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -105,7 +106,7 @@ func (c *Comm) collFrameIn(p *peer, h wire.Header, payload []byte) error {
 	c.mu.Lock()
 	to, ok := c.comms[h.Tag]
 	if !ok {
-		c.early[h.Tag] = append(c.early[h.Tag], earlyFrame{from: p.rank, h: h, payload: payload})
+		c.early[h.Tag] = append(c.early[h.Tag], earlyFrame{from: c.from(p), h: h, payload: payload})
 		c.mu.Unlock()
 		return nil
 	}
@@ -119,7 +120,7 @@ func (c *Comm) collArrive(p *peer, h wire.Header, payload []byte) error {
 	if err != nil {
 		return err
 	}
-	from := c.rankOf(p.rank)
+	from := c.rankOf(c.from(p))
 	if from < 0 {
 		return violation(p.rank, "it sent a collective frame of communicator %d, which it is not in", c.ctxID)
 	}
@@ -200,6 +201,10 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 			err := c.endOfCallLocked(k)
 			c.mu.Unlock()
 			return collFrame{}, err
+		}
+		if err := c.peerFailedLocked(kind.String(), from); err != nil {
+			c.mu.Unlock()
+			return collFrame{}, err // SPEC §10.3: a collective that needs a lost rank
 		}
 		for r, q := range c.coll.queues {
 			for len(q) > 0 && q[0].seq < k {
@@ -304,7 +309,7 @@ func (c *Comm) void(k uint64, mine wire.Call, why string) error {
 	payload := wire.AppendCall(nil, mine)
 	for r := 0; r < c.size; r++ {
 		if p := c.peerAt(r); p != nil {
-			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Collective, Flags: wire.FlagVoid, Tag: c.ctxID, Seq: k, Length: uint32(len(payload))}, payload: payload, counted: true})
+			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Collective, Incarnation: c.inc, Flags: wire.FlagVoid, Tag: c.ctxID, Seq: k, Length: uint32(len(payload))}, payload: payload, counted: true})
 		}
 	}
 	return &codes.Error{Code: codes.WrongCollective, Rank: -1, Msg: why}
@@ -324,7 +329,7 @@ type collCall struct {
 // send queues one frame of the call to rank to. data is not copied.
 func (cc *collCall) send(to int, flags uint16, data []byte) error {
 	head := wire.AppendCall(make([]byte, 0, wire.CallSize), cc.mine)
-	f := &outFrame{h: wire.Header{Type: wire.Collective, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, head: head, payload: data, counted: true, done: make(chan struct{})}
+	f := &outFrame{h: wire.Header{Type: wire.Collective, Incarnation: cc.c.inc, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, head: head, payload: data, counted: true, done: make(chan struct{})}
 	cc.sent = append(cc.sent, f)
 	return cc.c.peerAt(to).enqueue(f)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/elastic"
 	"sperli/pki"
 	"sperli/wire"
 )
@@ -36,19 +37,29 @@ type Comm struct {
 
 	coll  collState
 	collN int // collectives started in this incarnation
+
+	revoked bool   // Revoke (ulfm.go); guarded by mu
+	agreeN  uint32 // Agree calls made; guarded by mu
 }
 
 // core is what every communicator of one joined job shares: the
 // connections, the matcher, the job's end, the monitor.
 type core struct {
+	*links // the connections by slot, the monitor: shared by every generation
+
 	job  *Job
-	inc  uint32
+	inc  uint32        // the generation (SPEC §10.1): the incarnation of restarts, one more at each recovery
 	spin time.Duration // the reads' spin limit (spin.go)
 
-	world   *Comm
-	peers   []*peer // by job rank; nil at this rank's own index
-	jobPub  *pki.PublicKey
-	jobPriv *pki.PrivateKey // rank 0 only
+	world    *Comm
+	peers    []*peer // by job rank of this generation; nil at this rank's own index
+	slotRank []int   // job rank of each slot in this generation, -1 for a spare or a lost slot
+	layout   elastic.Layout
+
+	failedSlots map[int]string // slots known lost with LossReturn (ulfm.go), and why; under mu
+	agrees      agrees         // Agree instances (ulfm.go)
+	jobPub      *pki.PublicKey
+	jobPriv     *pki.PrivateKey // rank 0 only
 
 	mu       sync.Mutex
 	match    *matcher
@@ -65,22 +76,15 @@ type core struct {
 	early   map[uint32][]earlyFrame
 	nextCtx uint32 // the lowest id this rank may give a new communicator
 
-	silenceMS atomic.Int64 // this rank's silence limit
-	closing   atomic.Bool  // Finish or Close under way: broken connections are expected
-
 	ckpt     ckptState
 	ckptMu   sync.Mutex // one checkpoint or resume at a time
 	failures []Failure  // the test-only failure schedule
 
-	staleDropped atomic.Int64 // frames of another incarnation dropped (for tests)
-
-	stopMon chan struct{}
-	// ctlGone is closed when the launcher's control channel ends; nil
-	// when the rank was not launched.
-	ctlGone chan struct{}
-	monDone chan struct{}
-	resched chan struct{} // wakes the monitor when a silence limit changed
-	closeMu sync.Once
+	// recovering is set when this generation was abandoned for the next
+	// (SPEC §10.2): its end is not the job's. abandoned (under mu) stops
+	// its consumption of credit once the next generation took it over.
+	recovering atomic.Bool
+	abandoned  bool
 }
 
 // Rank returns this rank's number, 0 … Size()-1.
@@ -113,28 +117,69 @@ func (c *Comm) StaleDropped() int64 { return c.staleDropped.Load() }
 func (c *Comm) Spin() time.Duration { return c.spin }
 
 func newComm(j *Job) *Comm {
-	co := &core{
-		job:     j,
-		inc:     j.Incarnation,
-		peers:   make([]*peer, j.Size),
-		match:   newMatcher(j.Size),
-		open:    make(map[any]struct{}),
-		dead:    make(chan struct{}),
-		comms:   make(map[uint32]*Comm),
-		early:   make(map[uint32][]earlyFrame),
-		nextCtx: 1,
-		stopMon: make(chan struct{}),
-		monDone: make(chan struct{}),
-		resched: make(chan struct{}, 1),
+	l := newLinks(j)
+	ranks := make([]int, j.Size)
+	for r := range ranks {
+		ranks[r] = r
 	}
-	c := &Comm{core: co, rank: j.Rank, size: j.Size}
-	co.world = c
-	co.comms[0] = c
-	c.silenceMS.Store(int64(j.silence() / time.Millisecond))
-	c.coll.init(j.Size)
+	l.rec = newRecovery(l, j) // its goroutine starts with the job (start)
+	c := l.genComm(j, j.Incarnation, ranks)
+	c.layout = elastic.Initial(j.Size, j.Spares)
+	c.layout.Gen = int(j.Incarnation)
 	c.failures, _ = ParseFailures(j.Failures) // Validate checked it
+	l.cur.Store(c)
 	return c
 }
+
+// genComm makes the job's communicator of generation inc, in which rank r
+// is slot ranks[r]; this slot is rank -1 in it when it is a spare. The
+// connections are bound later (bind) when they are not there yet.
+func (l *links) genComm(j *Job, inc uint32, ranks []int) *Comm {
+	co := &core{
+		links:    l,
+		job:      j,
+		inc:      inc,
+		peers:    make([]*peer, len(ranks)),
+		slotRank: make([]int, l.slots),
+		match:    newMatcher(len(ranks)),
+		open:     make(map[any]struct{}),
+		dead:     make(chan struct{}),
+		comms:    make(map[uint32]*Comm),
+		early:    make(map[uint32][]earlyFrame),
+		nextCtx:  1,
+
+		failedSlots: make(map[int]string),
+	}
+	c := &Comm{core: co, rank: -1, size: len(ranks)}
+	for s := range co.slotRank {
+		co.slotRank[s] = -1
+	}
+	for r, s := range ranks {
+		co.slotRank[s] = r
+		if s == l.self {
+			c.rank = r
+		}
+	}
+	co.world = c
+	co.comms[0] = c
+	c.coll.init(len(ranks))
+	c.bind()
+	return c
+}
+
+// bind points the communicator's peers (by job rank) at the slots'
+// connections.
+func (c *Comm) bind() {
+	for s, r := range c.slotRank {
+		if r >= 0 {
+			c.peers[r] = c.links.peers[s]
+		}
+	}
+}
+
+// from is the job rank in this generation of the slot p connects to, -1
+// for a spare.
+func (c *core) from(p *peer) int { return c.slotRank[p.rank] }
 
 func (c *Comm) deadErr() error {
 	c.mu.Lock()
@@ -174,10 +219,10 @@ func (c *Comm) end(err error, tell *wire.Reason) bool {
 	return true
 }
 
-// tell sends an abort frame with reason r to every peer still connected.
+// tell sends an abort frame with reason r to every slot still connected.
 func (c *Comm) tell(r wire.Reason) {
 	payload := wire.AppendReason(nil, r)
-	for _, p := range c.peers {
+	for _, p := range c.links.peers {
 		if p != nil && !p.gone.Load() {
 			p.final(wire.Abort, payload)
 		}
@@ -194,8 +239,10 @@ func (c *Comm) lost(rank int, why string) {
 		Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost},
 	}
 	c.end(err, &wire.Reason{Code: codes.PeerLost, Cause: codes.CauseLost, Rank: int32(rank), Msg: err.Error()})
-	if p := c.peers[rank]; p != nil {
-		p.close()
+	if rank >= 0 && rank < len(c.peers) {
+		if p := c.peers[rank]; p != nil {
+			p.close()
+		}
 	}
 }
 
@@ -206,7 +253,7 @@ func (c *Comm) fail(err error) {
 	if !code.Valid() {
 		code = codes.JobEnded
 	}
-	c.end(err, &wire.Reason{Code: code, Cause: codes.CauseFailed, Rank: int32(c.job.Rank), Msg: oneLine(err.Error())})
+	c.end(err, &wire.Reason{Code: code, Cause: codes.CauseFailed, Rank: int32(c.origin()), Msg: oneLine(err.Error())})
 }
 
 // oneLine returns the line of a (possibly multi-line) error text that says
@@ -251,6 +298,10 @@ func (c *Comm) ended(from int, r wire.Reason) {
 // dispatch handles one frame read from p. It runs on p's reader goroutine;
 // an error it returns ends the job with this rank as the failed one.
 func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
+	from := c.from(p)
+	if from < 0 && h.Type != wire.Abort && h.Type != wire.Bye {
+		return violation(p.rank, "slot %d, a spare in generation %d, sent a %s frame", p.rank, c.inc, h.Type)
+	}
 	switch h.Type {
 	case wire.Data, wire.Checkpoint:
 		tag := h.Tag
@@ -258,13 +309,13 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 		if h.Type == wire.Checkpoint {
 			tag |= sysTag // the runtime's own messages (checkpoints, resume)
 		} else if h.Seq > wire.MaxTag {
-			return violation(p.rank, "it sent a data frame of communicator %d, past every id (at most %d)", h.Seq, wire.MaxTag)
+			return violation(from, "it sent a data frame of communicator %d, past every id (at most %d)", h.Seq, wire.MaxTag)
 		} else {
 			ctx = uint32(h.Seq) // the communicator (protocol.md §8.6)
 		}
 		msg := message{data: payload, cost: frameCost(len(payload))}
 		c.mu.Lock()
-		ops := c.match.arrive(ctx, p.rank, tag, msg)
+		ops := c.match.arrive(ctx, from, tag, msg)
 		if n := len(ops); n > 0 && !ops[n-1].probe {
 			c.consumedLocked(p, msg.cost)
 			p.foreground.Store(time.Now().UnixNano()) // a receiver is active: let it read next
@@ -273,38 +324,34 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 		for _, op := range ops {
 			close(op.done)
 		}
-	case wire.Heartbeat:
 	case wire.Bye:
 		p.bye.Store(true)
-		c.mu.Lock()
-		ops := c.match.cancelFrom(p.rank)
-		c.mu.Unlock()
-		for _, op := range ops {
-			op.err = codes.New(codes.Finished, "rank %d has finished: recv(%d, %d) can never be matched", p.rank, p.rank, op.tag)
-			close(op.done)
+		if from >= 0 {
+			c.mu.Lock()
+			ops := c.match.cancelFrom(from)
+			c.mu.Unlock()
+			for _, op := range ops {
+				op.err = codes.New(codes.Finished, "rank %d has finished: recv(%d, %d) can never be matched", from, from, op.tag)
+				close(op.done)
+			}
 		}
 		c.wakeAll()
+		c.links.byeSeen()
 	case wire.Abort:
 		r, err := wire.DecodeReason(payload)
 		if err != nil {
 			return err
 		}
-		if r.Rank < 0 || int(r.Rank) >= c.size || r.Cause == codes.CauseNone {
-			return violation(p.rank, "it sent an abort about rank %d with cause %v (job of %d ranks)", r.Rank, r.Cause, c.size)
+		if r.Rank < 0 || int(r.Rank) >= c.links.slots || r.Cause == codes.CauseNone {
+			return violation(p.rank, "it sent an abort about rank %d with cause %v (job of %d slots)", r.Rank, r.Cause, c.links.slots)
 		}
-		c.ended(p.rank, r)
+		c.ended(from, r)
 	case wire.Collective:
 		return c.collFrameIn(p, h, payload)
-	case wire.Credit:
-		return p.addCredit(binary.BigEndian.Uint64(payload))
-	case wire.Silence:
-		ms := binary.BigEndian.Uint32(payload)
-		if ms < MinSilenceMS || ms > MaxSilenceMS {
-			return codes.New(codes.FrameMalformed, "rank %d announced a silence limit of %d ms, want %d to %d", p.rank, ms, MinSilenceMS, MaxSilenceMS)
-		}
-		p.silenceMS.Store(int64(ms))
-		p.control(wire.Heartbeat, nil)
-		c.reschedule()
+	case wire.Revoke:
+		return c.revokeIn(from, payload)
+	case wire.Agree:
+		return c.agreeIn(p, payload)
 	default:
 		return codes.New(codes.FrameMalformed, "rank %d sent a %s frame after the join", p.rank, h.Type)
 	}
@@ -321,17 +368,10 @@ func violation(from int, format string, args ...any) *codes.Error {
 // consumedLocked counts credit consumed from p's window and returns it in
 // batches. Call with c.mu held.
 func (c *Comm) consumedLocked(p *peer, cost int64) {
-	if p == nil {
-		return
+	if p == nil || c.abandoned {
+		return // an abandoned generation's frames were given back at the switch
 	}
-	p.unreturned += cost
-	if p.unreturned >= creditBatch {
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], uint64(p.unreturned))
-		p.held.Add(-p.unreturned)
-		p.unreturned = 0
-		p.control(wire.Credit, b[:])
-	}
+	p.consumed(cost)
 }
 
 func (c *Comm) checkPeer(op string, rank int) error {
@@ -398,10 +438,14 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 	}
 	countSend(len(data))
 	op := &SendOp{dest: dest}
-	f := &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Seq: uint64(c.ctxID), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
+	f := &outFrame{h: wire.Header{Type: wire.Data, Incarnation: c.inc, Tag: uint32(tag), Seq: uint64(c.ctxID), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
 	op.f = f
 	c.mu.Lock()
 	if err := c.callableLocked("send"); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	if err := c.peerFailedLocked("send", dest); err != nil {
 		c.mu.Unlock()
 		return nil, err
 	}
@@ -447,6 +491,10 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 		c.mu.Unlock()
 		return err
 	}
+	if err := c.peerFailedLocked("send", dest); err != nil {
+		c.mu.Unlock()
+		return err
+	}
 	p := c.peerAt(dest)
 	if dest == c.rank || p.bye.Load() {
 		c.mu.Unlock()
@@ -457,7 +505,7 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 		return c.FinishSend(ctx, op)
 	}
 	c.mu.Unlock()
-	f := &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Seq: uint64(c.ctxID), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
+	f := &outFrame{h: wire.Header{Type: wire.Data, Incarnation: c.inc, Tag: uint32(tag), Seq: uint64(c.ctxID), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
 	err := p.send(f, true)
 	if err != nil && codes.As(err) == nil {
 		if de := c.deadErr(); de != nil {
@@ -539,6 +587,12 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 		c.mu.Unlock()
 		return nil, err
 	}
+	if source != AnySource {
+		if err := c.peerFailedLocked("recv", source); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+	}
 	c.open[op] = struct{}{}
 	if c.match.post(r) {
 		c.consumedLocked(c.peers[r.gotSrc], r.cost)
@@ -613,6 +667,9 @@ func (c *Comm) callableLocked(op string) error {
 	if c.err != nil {
 		return c.err
 	}
+	if c.revoked {
+		return c.revokedErr(op)
+	}
 	if c.subDone {
 		return &codes.Error{Code: codes.Finished, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: the communicator is finished", op)}
 	}
@@ -637,7 +694,7 @@ func (c *Comm) SetSilence(ms int) error {
 	// The new limit counts from now: peers heartbeat at the old pace until
 	// they hear of it.
 	now := time.Now().UnixNano()
-	for _, p := range c.peers {
+	for _, p := range c.links.peers {
 		if p != nil {
 			p.lastHeard.Store(now)
 		}
@@ -646,7 +703,7 @@ func (c *Comm) SetSilence(ms int) error {
 	c.reschedule()
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], uint32(ms))
-	for _, p := range c.peers {
+	for _, p := range c.links.peers {
 		if p != nil {
 			p.control(wire.Silence, b[:])
 		}
@@ -667,81 +724,11 @@ func (c *Comm) Heartbeat() error {
 	return nil
 }
 
-func (c *Comm) heartbeatAll() {
-	for _, p := range c.peers {
-		if p != nil && !p.gone.Load() {
-			p.control(wire.Heartbeat, nil)
-		}
-	}
-}
-
-func (c *Comm) reschedule() {
-	select {
-	case c.resched <- struct{}{}:
-	default:
-	}
-}
-
-// heartbeatEvery is a fifth of the smallest silence limit in the job.
-func (c *Comm) heartbeatEvery() time.Duration {
-	least := c.silenceMS.Load()
-	for _, p := range c.peers {
-		if p != nil {
-			if s := p.silenceMS.Load(); s > 0 && s < least {
-				least = s
-			}
-		}
-	}
-	return time.Duration(least) * time.Millisecond / 5
-}
-
-// monitor is the communicator's clock: it heartbeats every peer and declares
-// lost a peer silent past this rank's silence limit. What to do is the
-// detector's decision (detector.go); the monitor only brings it the time.
-func (c *Comm) monitor() {
-	defer close(c.monDone)
-	d := newDetector(time.Now())
-	seen := make([]peerSeen, 0, len(c.peers))
-	for {
-		every := c.heartbeatEvery()
-		silence := time.Duration(c.silenceMS.Load()) * time.Millisecond
-		timer := time.NewTimer(d.wait(every, silence))
-		select {
-		case <-c.stopMon:
-			timer.Stop()
-			return
-		case <-c.resched:
-			timer.Stop()
-			continue
-		case <-timer.C:
-		}
-		seen = seen[:0]
-		for _, p := range c.peers {
-			if p != nil {
-				seen = append(seen, peerSeen{rank: p.rank, lastHeard: time.Unix(0, p.lastHeard.Load()), quiet: p.bye.Load() || p.gone.Load()})
-			}
-		}
-		detect := true
-		select {
-		case <-c.dead:
-			detect = false // nothing more to detect, keep heartbeating until closed
-		default:
-		}
-		beat, lost := d.step(time.Now(), every, silence, seen, detect)
-		if beat {
-			c.heartbeatAll()
-		}
-		for _, l := range lost {
-			c.lost(l.rank, l.why)
-		}
-	}
-}
-
 // Abort ends the job now: every peer is told and returns H1612 (cause
 // "aborted"); this communicator's later calls return H1617.
 func (c *Comm) Abort() error {
 	err := &codes.Error{Code: codes.Finished, Op: "abort", Rank: -1, Msg: "the communicator was aborted"}
-	c.end(err, &wire.Reason{Code: codes.JobEnded, Cause: codes.CauseAborted, Rank: int32(c.job.Rank), Msg: "aborted"})
+	c.end(err, &wire.Reason{Code: codes.JobEnded, Cause: codes.CauseAborted, Rank: int32(c.origin()), Msg: "aborted"})
 	c.Close()
 	return nil
 }
@@ -761,6 +748,10 @@ func (c *Comm) Fail(err error) {
 func (c *Comm) Finish() error {
 	if c.Sub() {
 		return c.finishSub()
+	}
+	if cur := c.links.cur.Load(); cur.inc > c.inc && !c.recovering.Load() {
+		// Shrink or grow made a later generation: the job finishes there.
+		return cur.Finish()
 	}
 	c.mu.Lock()
 	if err := c.callableLocked("finish"); err != nil {
@@ -783,15 +774,15 @@ func (c *Comm) Finish() error {
 	}
 	c.mu.Unlock()
 	c.closing.Store(true)
-	for _, p := range c.peers {
+	for _, p := range c.links.peers {
 		if p != nil && !p.gone.Load() {
-			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Bye}})
+			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Bye, Incarnation: c.inc}})
 			p.readSoon() // the peer's bye
 		}
 	}
 	// Wait for every peer's bye (or its end), so that closing never resets a
 	// connection with data the peer has not read yet.
-	for _, p := range c.peers {
+	for _, p := range c.links.peers {
 		if p == nil {
 			continue
 		}
@@ -818,7 +809,7 @@ func (c *Comm) Close() {
 		c.closing.Store(true)
 		c.end(&codes.Error{Code: codes.Finished, Op: "close", Rank: -1, Msg: "the communicator is closed"}, nil)
 		var wg sync.WaitGroup
-		for _, p := range c.peers {
+		for _, p := range c.links.peers {
 			if p != nil {
 				wg.Add(1)
 				go func(p *peer) {
@@ -830,6 +821,7 @@ func (c *Comm) Close() {
 		}
 		wg.Wait()
 		close(c.stopMon)
+		close(c.stopRec)
 		<-c.monDone
 	})
 }

@@ -11,8 +11,8 @@ import (
 )
 
 // Failure is one entry of the test-only failure schedule of SPEC §9.5,
-// SPERLI_TEST_FAILURE_SCHEDULE=INC:RANK[@POINT],…: in incarnation Inc, rank
-// Rank dies at Point. It exists to make failure tests reproducible; no
+// SPERLI_TEST_FAILURE_SCHEDULE=GEN:SLOT[@POINT],…: in generation Inc, slot
+// Rank (the rank at launch, for a job without spares) dies at Point. It exists to make failure tests reproducible; no
 // production job sets it.
 //
 // Points (K counts from 1 within the incarnation):
@@ -23,6 +23,8 @@ import (
 //	mid-ckpt-K      in its K-th checkpoint, after its own file, before COMMIT
 //	after-ckpt-K    right after its K-th checkpoint completed
 //	collective-K    as its K-th collective starts
+//	agree-1         as it begins the agreement on the next generation
+//	                (in-place recovery, SPEC §10.2)
 type Failure struct {
 	Inc   uint32
 	Rank  int
@@ -33,7 +35,7 @@ type Failure struct {
 // MaxFailures is the most entries a schedule may have.
 const MaxFailures = 64
 
-var failurePoints = map[string]bool{"before-ckpt": true, "mid-ckpt": true, "after-ckpt": true, "collective": true}
+var failurePoints = map[string]bool{"before-ckpt": true, "mid-ckpt": true, "after-ckpt": true, "collective": true, "agree": true}
 
 // ParseFailures parses a failure schedule strictly: unique (incarnation,
 // rank) pairs of non-negative numbers, known points, at most 64 entries.
@@ -91,7 +93,7 @@ func ParseFailures(s string) ([]Failure, error) {
 // failureFor returns this rank's scheduled failure in this incarnation.
 func (c *Comm) failureFor() *Failure {
 	for i := range c.failures {
-		if f := &c.failures[i]; f.Inc == c.inc && f.Rank == c.rank {
+		if f := &c.failures[i]; f.Inc == c.inc && f.Rank == c.job.Rank {
 			return f
 		}
 	}

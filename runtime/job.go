@@ -46,8 +46,9 @@ type Host struct {
 type Job struct {
 	Version       int    `json:"v"`
 	ID            string `json:"job"`
-	Rank          int    `json:"rank"`
+	Rank          int    `json:"rank"` // this process's slot: rank Rank at launch, a spare when Rank ≥ Size
 	Size          int    `json:"size"`
+	Spares        int    `json:"spares,omitempty"` // spare slots Size … Size+Spares-1 (SPEC §10)
 	Incarnation   uint32 `json:"inc"`
 	Hosts         []Host `json:"hosts"`
 	CA            []byte `json:"ca"`                  // the job CA's certificate, DER
@@ -160,10 +161,12 @@ func (j *Job) Validate() error {
 		return bad("job id %q is not 32 hex digits", j.ID)
 	case j.Size < 1 || j.Size > MaxSize:
 		return bad("size is %d, want 1 to %d", j.Size, MaxSize)
-	case j.Rank < 0 || j.Rank >= j.Size:
-		return bad("rank is %d, want 0 to %d", j.Rank, j.Size-1)
-	case len(j.Hosts) != j.Size:
-		return bad("host table has %d entries, want %d (the size)", len(j.Hosts), j.Size)
+	case j.Spares < 0 || j.Size+j.Spares > MaxSize:
+		return bad("spares is %d, want 0 to %d", j.Spares, MaxSize-j.Size)
+	case j.Rank < 0 || j.Rank >= j.Slots():
+		return bad("rank is %d, want 0 to %d", j.Rank, j.Slots()-1)
+	case len(j.Hosts) != j.Slots():
+		return bad("host table has %d entries, want %d (the size and the spares)", len(j.Hosts), j.Slots())
 	case len(j.CA) == 0:
 		return bad("ca is missing")
 	case len(j.Cert) == 0:
@@ -174,8 +177,8 @@ func (j *Job) Validate() error {
 		return bad("jobkey is missing")
 	case len(j.Token) == 0:
 		return bad("token is missing")
-	case j.Rank != 0 && len(j.JobSecret) != 0:
-		return bad("jobsecret given to rank %d; only rank 0 holds it", j.Rank)
+	case j.Rank != 0 && j.Rank < j.Size && len(j.JobSecret) != 0:
+		return bad("jobsecret given to rank %d; only rank 0 and the spares hold it", j.Rank)
 	case j.SilenceMS != 0 && (j.SilenceMS < MinSilenceMS || j.SilenceMS > MaxSilenceMS):
 		return bad("silence_ms is %d, want %d to %d", j.SilenceMS, MinSilenceMS, MaxSilenceMS)
 	case j.JoinMS < 0 || j.JoinMS > 3600000:
@@ -196,6 +199,9 @@ func (j *Job) Validate() error {
 	}
 	return checkHostTable(j.Hosts, os.Getenv("SPERLI_REFUSED_HOSTS"))
 }
+
+// Slots is the number of processes of the job: its ranks and its spares.
+func (j *Job) Slots() int { return j.Size + j.Spares }
 
 // MaxSize is the largest job this version runs.
 const MaxSize = 4096

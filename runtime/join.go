@@ -165,19 +165,19 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 		return nil, err
 	}
 	defer ln.Close()
-	if j.Size == 1 {
+	if j.Slots() == 1 {
 		c.start()
 		return c, nil
 	}
 
-	results := make(chan joined, j.Size)
-	fatal := make(chan error, j.Size)
+	results := make(chan joined, j.Slots())
+	fatal := make(chan error, j.Slots())
 	var wg sync.WaitGroup
 	if j.Rank > 0 {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.acceptLoop(ctx, ln, results) }()
 	}
-	for r := j.Rank + 1; r < j.Size; r++ {
+	for r := j.Rank + 1; r < j.Slots(); r++ {
 		wg.Add(1)
 		go func(r int) {
 			defer wg.Done()
@@ -192,7 +192,7 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 	got := make(map[int]joined)
 	beats := make(map[int]func())
 	var failure error
-	for len(got) < j.Size-1 && failure == nil {
+	for len(got) < j.Slots()-1 && failure == nil {
 		select {
 		case jn := <-results:
 			if _, dup := got[jn.rank]; dup {
@@ -234,9 +234,10 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 	for r, jn := range got {
 		jn.conn.SetDeadline(time.Time{})
 		setSpin(jn.conn, spin)
-		c.peers[r] = newPeer(c, r, jn.conn, jn.silence)
+		c.links.peers[r] = newPeer(c.links, r, jn.conn, jn.silence)
 	}
-	for _, p := range c.peers {
+	c.bind()
+	for _, p := range c.links.peers {
 		if p != nil {
 			p.start(got[p.rank].br)
 		}
@@ -281,7 +282,7 @@ func (s *joinState) heartbeat(jn joined) (stop func()) {
 func (s *joinState) timeout(got map[int]joined) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for r := 0; r < s.j.Size; r++ {
+	for r := 0; r < s.j.Slots(); r++ {
 		if _, ok := got[r]; ok || r == s.j.Rank {
 			continue
 		}
@@ -299,6 +300,7 @@ func (s *joinState) timeout(got map[int]joined) error {
 
 // start launches the communicator's own goroutines.
 func (c *Comm) start() {
+	go c.links.rec.loop()
 	go c.monitor()
 	if c.ctlGone != nil {
 		go c.watchControl()
@@ -423,13 +425,13 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 		s.refuseConn(tc, br, rank, err)
 		return joined{}, err
 	}
-	if rank >= s.j.Size {
-		err = codes.New(codes.TokenRank, "certificate names rank %d, outside the job (size %d)", rank, s.j.Size)
+	if rank >= s.j.Slots() {
+		err = codes.New(codes.TokenRank, "certificate names rank %d, outside the job (%d slots)", rank, s.j.Slots())
 		s.refuseConn(tc, br, rank, err)
 		return joined{}, err
 	}
 	if _, err := pki.VerifyToken(hello.Token, s.c.jobPub, pki.Expect{
-		Job: s.j.ID, Rank: rank, Size: s.j.Size, Incarnation: s.j.Incarnation,
+		Job: s.j.ID, Rank: rank, Size: s.j.Slots(), Incarnation: s.j.Incarnation,
 		Host: s.j.Hosts[rank].Host, Now: s.j.now(),
 	}); err != nil {
 		s.refuseConn(tc, br, rank, err)
@@ -641,7 +643,7 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		return joined{}, err, false
 	}
 	if _, err := pki.VerifyToken(hello.Token, s.c.jobPub, pki.Expect{
-		Job: s.j.ID, Rank: r, Size: s.j.Size, Incarnation: s.j.Incarnation,
+		Job: s.j.ID, Rank: r, Size: s.j.Slots(), Incarnation: s.j.Incarnation,
 		Host: s.j.Hosts[r].Host, Now: s.j.now(),
 	}); err != nil {
 		s.refuseConn(tc, br, r, err)
@@ -690,9 +692,10 @@ func (c *Comm) watchControl() {
 		return
 	default:
 	}
+	c = c.links.cur.Load() // the generation the slot is in now
 	err := &codes.Error{Code: codes.JobEnded, Rank: -1, Msg: "the launcher is gone (end of the control channel)",
 		Cause: &codes.Cause{Kind: codes.CauseLauncher, Rank: -1, Code: codes.JobEnded}}
-	c.end(err, &wire.Reason{Code: codes.JobEnded, Cause: codes.CauseLauncher, Rank: int32(c.job.Rank), Msg: err.Error()})
+	c.end(err, &wire.Reason{Code: codes.JobEnded, Cause: codes.CauseLauncher, Rank: int32(c.origin()), Msg: err.Error()})
 	if c.job.OnLauncherLost != nil {
 		c.job.OnLauncherLost()
 		return

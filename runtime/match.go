@@ -254,3 +254,30 @@ func (m *matcher) all() []*recvOp {
 	m.wild, m.probes = nil, nil
 	return out
 }
+
+// cancelCtx removes and returns every posted receive and probe of
+// communicator ctx (it was revoked).
+func (m *matcher) cancelCtx(ctx uint32) []*recvOp {
+	var out []*recvOp
+	for k, q := range m.posted {
+		if k.ctx == ctx {
+			out = append(out, q...)
+			delete(m.posted, k)
+		}
+	}
+	keep := func(q []*recvOp) []*recvOp {
+		kept := q[:0]
+		for _, op := range q {
+			if op.ctx == ctx {
+				out = append(out, op)
+			} else {
+				kept = append(kept, op)
+			}
+		}
+		clear(q[len(kept):])
+		return kept
+	}
+	m.wild = keep(m.wild)
+	m.probes = keep(m.probes)
+	return out
+}

@@ -64,8 +64,8 @@ func (f *outFrame) cost() int64 {
 // control frame, so that no caller of control ever blocks. The reader
 // goroutine is the only code that reads.
 type peer struct {
-	c    *Comm
-	rank int
+	l    *links
+	rank int // the peer's slot (its rank at launch; it names the connection for life)
 	conn net.Conn
 
 	qmu        sync.Mutex  // guards the queues and credit below
@@ -94,17 +94,28 @@ type peer struct {
 	silenceMS  atomic.Int64 // the peer's announced silence limit
 	bye        atomic.Bool  // the peer said bye
 	gone       atomic.Bool  // the connection is finished (bye read, broken or closed)
-	unreturned int64        // credit consumed and not yet returned; guarded by c.mu
+	umu        sync.Mutex   // guards unreturned
+	unreturned int64        // credit consumed and not yet returned
 	held       atomic.Int64 // credit the peer has used and not had back: read minus returned
+
+	// Frames of a generation this slot has not entered yet (SPEC §10.1),
+	// kept in order until it does; guarded by fmu, which is also held
+	// while a frame is dispatched, so that the switch of generations sees
+	// no frame half handled.
+	fmu    sync.Mutex
+	future []heldFrame
 
 	wg         sync.WaitGroup
 	writerDone chan struct{}
 	closeOnce  sync.Once
 }
 
-func newPeer(c *Comm, rank int, conn net.Conn, silenceMS uint32) *peer {
+// cm is the communicator of the generation this slot is in.
+func (p *peer) cm() *Comm { return p.l.cur.Load() }
+
+func newPeer(l *links, rank int, conn net.Conn, silenceMS uint32) *peer {
 	p := &peer{
-		c:          c,
+		l:          l,
 		rank:       rank,
 		conn:       conn,
 		credit:     Window,
@@ -137,8 +148,11 @@ func (p *peer) wake() {
 }
 
 // control queues a control frame for the writer and returns at once.
-func (p *peer) control(t wire.Type, payload []byte) {
-	f := &outFrame{h: wire.Header{Type: t, Length: uint32(len(payload))}, payload: payload}
+func (p *peer) control(t wire.Type, payload []byte) { p.controlOf(p.cm().inc, t, payload) }
+
+// controlOf queues a control frame of generation gen.
+func (p *peer) controlOf(gen uint32, t wire.Type, payload []byte) {
+	f := &outFrame{h: wire.Header{Type: t, Incarnation: gen, Length: uint32(len(payload))}, payload: payload}
 	p.qmu.Lock()
 	if len(p.ctlq) < 1024 { // a stuck connection drops control frames; silence then tells
 		p.ctlq = append(p.ctlq, f)
@@ -153,7 +167,7 @@ func (p *peer) control(t wire.Type, payload []byte) {
 // before the abort does. Frames that would wait for credit are given up:
 // the job is over, and nothing may hold its abort back.
 func (p *peer) final(t wire.Type, payload []byte) {
-	f := &outFrame{h: wire.Header{Type: t, Length: uint32(len(payload))}, payload: payload}
+	f := &outFrame{h: wire.Header{Type: t, Incarnation: p.cm().inc, Length: uint32(len(payload))}, payload: payload}
 	var dropped []*outFrame
 	p.qmu.Lock()
 	credit := p.credit
@@ -245,15 +259,16 @@ func (p *peer) send(f *outFrame, wait bool) error {
 	if !wait || f.done == nil {
 		return nil
 	}
+	c := p.cm()
 	select {
 	case <-f.done:
 		return f.err
-	case <-p.c.dead:
+	case <-c.dead:
 		select {
 		case <-f.done:
 			return f.err
 		default:
-			return p.c.deadErr()
+			return c.deadErr()
 		}
 	}
 }
@@ -267,8 +282,7 @@ func (p *peer) writeFrame(f *outFrame) error {
 	if len(f.head)+len(f.payload) >= corkMin && p.cork != nil {
 		p.cork.cork()
 	}
-	f.h.Source = uint32(p.c.rank)
-	f.h.Incarnation = p.c.inc
+	f.h.Source = uint32(p.l.self) // the generation was set by who made the frame
 	f.h.Put(p.hb[:])
 	if _, err := p.bw.Write(p.hb[:]); err != nil {
 		return err
@@ -405,7 +419,7 @@ func (p *peer) readLoop(br *bufio.Reader) {
 			case <-p.rkick:
 			case <-p.stop:
 				// Stopped: keep reading only what Finish still waits for.
-				if p.c.closing.Load() && !p.gone.Load() {
+				if p.l.closing.Load() && !p.gone.Load() {
 					continue
 				}
 				return
@@ -456,7 +470,7 @@ func (p *peer) readOne() bool {
 			p.readFailed(err)
 			return false
 		}
-		if countedType(h.Type) && h.Incarnation == p.c.inc {
+		if countedType(h.Type) {
 			// The window is enforced on the header, before the payload
 			// is allocated or read.
 			if held := p.held.Add(frameCost(int(h.Length))); held > Window {
@@ -477,16 +491,10 @@ func (p *peer) readOne() bool {
 	}
 	h, payload := rs.h, rs.payload
 	rs.hn, rs.pn, rs.payload = 0, 0, nil
-	if h.Incarnation != p.c.inc {
-		// A frame of another incarnation is dropped whole (SPEC §5).
-		p.c.staleDropped.Add(1)
-		putBuf(payload)
-		return true
-	}
 	if len(payload) == 0 {
 		payload = nil
 	}
-	if err := p.c.dispatch(p, h, payload); err != nil {
+	if err := p.l.arrive(p, h, payload); err != nil {
 		p.refuse(err)
 		return false
 	}
@@ -530,10 +538,11 @@ func (p *peer) readFor(ctx context.Context, done <-chan struct{}) bool {
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, p.interrupt)
 	}
+	dead := p.cm().dead
 	for !p.gone.Load() && ctx.Err() == nil {
 		select {
 		case <-done:
-		case <-p.c.dead:
+		case <-dead:
 		default:
 			if p.readOne() {
 				continue
@@ -552,15 +561,10 @@ func (p *peer) readFor(ctx context.Context, done <-chan struct{}) bool {
 // job with its code.
 func (p *peer) readFailed(err error) {
 	p.gone.Store(true)
-	if p.bye.Load() || p.c.closing.Load() {
-		return
-	}
-	select {
-	case <-p.c.dead:
+	if p.bye.Load() || p.l.closing.Load() || p.l.jobOver() {
 		// The job is over already: connections closing now are its end,
 		// not a new loss.
 		return
-	default:
 	}
 	if ce := codes.As(err); ce != nil {
 		ce.Rank = p.rank
@@ -571,7 +575,7 @@ func (p *peer) readFailed(err error) {
 	if errors.Is(err, io.EOF) {
 		why = "connection closed without bye"
 	}
-	p.c.lost(p.rank, why)
+	p.l.lost(p.rank, why)
 }
 
 // refuse ends the job over a frame of this peer that the protocol does
@@ -580,7 +584,7 @@ func (p *peer) readFailed(err error) {
 // learns the code instead of seeing a closed connection, which it would
 // take for a loss. Nothing more is read from the peer.
 func (p *peer) refuse(err error) {
-	p.c.fail(err) // before gone: tell skips peers that are gone
+	p.cm().fail(err) // before gone: tell skips peers that are gone
 	p.gone.Store(true)
 	go p.closeGracefully(time.Second) // not on the reading goroutine: it may be a receiver's
 }
@@ -588,6 +592,7 @@ func (p *peer) refuse(err error) {
 // close ends the connection; safe more than once.
 func (p *peer) close() {
 	p.closeOnce.Do(func() {
+		p.gone.Store(true) // its reader may stop before it reads the end: nobody waits for it again
 		close(p.stop)
 		p.conn.Close()
 	})

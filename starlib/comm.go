@@ -94,6 +94,13 @@ var commMethods = map[string]commMethod{
 	"alltoall":       commAlltoall,
 	"reduce_scatter": commReduceScatter,
 	"split":          commSplit,
+	"layout":         commLayout,
+	"set_on_loss":    commSetOnLoss,
+	"failed":         commFailed,
+	"revoke":         commRevoke,
+	"agree":          commAgree,
+	"shrink":         commShrink,
+	"grow":           commGrow,
 }
 
 // Attr returns a field or a bound method.
@@ -105,8 +112,10 @@ func (c *Comm) Attr(name string) (starlark.Value, error) {
 		return starlark.MakeInt(c.c.Size()), nil
 	case "job":
 		return starlark.String(c.c.JobID()), nil
-	case "incarnation":
+	case "incarnation", "generation":
 		return starlark.MakeUint64(uint64(c.c.Incarnation())), nil
+	case "slot":
+		return starlark.MakeInt(c.c.Slot()), nil
 	case "ANY_SOURCE":
 		return starlark.MakeInt(runtime.AnySource), nil
 	case "ANY_TAG":
@@ -123,7 +132,7 @@ func (c *Comm) Attr(name string) (starlark.Value, error) {
 
 // AttrNames lists the fields and methods.
 func (c *Comm) AttrNames() []string {
-	names := []string{"rank", "size", "job", "incarnation", "ANY_SOURCE", "ANY_TAG"}
+	names := []string{"rank", "size", "job", "incarnation", "generation", "slot", "ANY_SOURCE", "ANY_TAG"}
 	for n := range commMethods {
 		names = append(names, n)
 	}

@@ -1,9 +1,12 @@
 package starlib
 
 import (
+	"fmt"
+
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 
+	"sperli/codes"
 	"sperli/runtime"
 )
 
@@ -111,4 +114,102 @@ func commSplit(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starl
 		return starlark.None, nil
 	}
 	return NewComm(c.ctx, sub), nil
+}
+
+// commLayout is comm.layout(): this generation's layout (SPEC §10.4) as a
+// dict — "generation", "size", "ranks" (the slot of each rank), "spares"
+// (live spare slots), "lost" (slots lost since the generation before).
+func commLayout(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	l := c.c.Layout()
+	ints := func(v []int) *starlark.List {
+		out := make([]starlark.Value, len(v))
+		for i, x := range v {
+			out[i] = starlark.MakeInt(x)
+		}
+		return starlark.NewList(out)
+	}
+	d := starlark.NewDict(5)
+	d.SetKey(starlark.String("generation"), starlark.MakeInt(l.Gen))
+	d.SetKey(starlark.String("size"), starlark.MakeInt(len(l.Ranks)))
+	d.SetKey(starlark.String("ranks"), ints(l.Ranks))
+	d.SetKey(starlark.String("spares"), ints(l.Spares))
+	d.SetKey(starlark.String("lost"), ints(l.Lost))
+	return d, nil
+}
+
+// Programs that manage losses (SPEC §10.3).
+
+func commSetOnLoss(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var mode string
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "mode", &mode); err != nil {
+		return nil, err
+	}
+	var m runtime.LossMode
+	switch mode {
+	case "return":
+		m = runtime.LossReturn
+	case "recover":
+		m = runtime.LossRecover
+	default:
+		return nil, &codes.Error{Code: codes.OutOfRange, Op: "set_on_loss", Rank: -1, Msg: fmt.Sprintf("set_on_loss: mode %q, want \"return\" or \"recover\"", mode)}
+	}
+	return starlark.None, c.c.SetOnLoss(m)
+}
+
+func commFailed(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	var out []starlark.Value
+	for _, r := range c.c.Failed() {
+		out = append(out, starlark.MakeInt(r))
+	}
+	return starlark.NewList(out), nil
+}
+
+func commRevoke(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	return starlark.None, c.c.Revoke()
+}
+
+func commAgree(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var flag int64
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "flag", &flag); err != nil {
+		return nil, err
+	}
+	if flag < 0 {
+		return nil, &codes.Error{Code: codes.OutOfRange, Op: "agree", Rank: -1, Msg: fmt.Sprintf("agree: flag %d, want an int 0 or more (its bits are ANDed)", flag)}
+	}
+	v, err := c.c.Agree(c.ctx, uint64(flag))
+	if err != nil {
+		return nil, err
+	}
+	return starlark.MakeUint64(v), nil
+}
+
+func commShrink(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	n, err := c.c.Shrink(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	return NewComm(c.ctx, n), nil
+}
+
+func commGrow(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	n, err := c.c.Grow(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	return NewComm(c.ctx, n), nil
 }

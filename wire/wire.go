@@ -33,10 +33,12 @@ const (
 	Checkpoint Type = 8  // checkpoint traffic (files, hashes, COMMIT)
 	Credit     Type = 9  // flow-control credit returned to the sender
 	Silence    Type = 10 // the sender's silence limit changed
-	maxType         = Silence
+	Agree      Type = 11 // a message of an agreement: on the next generation (SPEC §10.2), or of comm.agree (§10.3)
+	Revoke     Type = 12 // the communicator whose id is the payload is revoked (SPEC §10.3)
+	maxType         = Revoke
 )
 
-var typeNames = [...]string{"", "hello", "refuse", "data", "heartbeat", "bye", "abort", "collective", "checkpoint", "credit", "silence"}
+var typeNames = [...]string{"", "hello", "refuse", "data", "heartbeat", "bye", "abort", "collective", "checkpoint", "credit", "silence", "agree", "revoke"}
 
 func (t Type) String() string {
 	if t >= 1 && t <= maxType {
@@ -64,8 +66,12 @@ var lenRange = [...][2]uint32{
 	Hello: {0, MaxPayload}, Refuse: {7, 7 + MaxText}, Data: {0, MaxPayload},
 	Heartbeat: {0, 0}, Bye: {0, 0}, Abort: {7, 7 + MaxText},
 	Collective: {CallSize, MaxPayload}, Checkpoint: {0, MaxPayload},
-	Credit: {8, 8}, Silence: {4, 4},
+	Credit: {8, 8}, Silence: {4, 4}, Agree: {1, MaxAgree}, Revoke: {4, 4},
 }
+
+// MaxAgree is the longest agreement message: a few layouts of at most
+// 4096 slots each.
+const MaxAgree = 1 << 16
 
 // Header is a decoded frame header. Seq is the collective call number for
 // collective frames and is zero otherwise unless a type says so.

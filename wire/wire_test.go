@@ -54,7 +54,11 @@ func TestDecode(t *testing.T) {
 		{"version 255", with(good, 4, 255), 3, Header{}, codes.FrameMalformed},
 
 		{"type 0", header(Header{Type: 0, Source: 3}), 3, Header{}, codes.FrameMalformed},
-		{"type 11", header(Header{Type: 11, Source: 3}), 3, Header{}, codes.FrameMalformed},
+		{"type 13", header(Header{Type: 13, Source: 3}), 3, Header{}, codes.FrameMalformed},
+		{"type 11 agree", header(Header{Type: Agree, Source: 3, Length: 40}), 3, Header{Type: Agree, Source: 3, Length: 40}, 0},
+		{"agree empty", header(Header{Type: Agree, Length: 0}), 0, Header{}, codes.FrameMalformed},
+		{"type 12 revoke", header(Header{Type: Revoke, Source: 3, Length: 4}), 3, Header{Type: Revoke, Source: 3, Length: 4}, 0},
+		{"revoke 5", header(Header{Type: Revoke, Length: 5}), 0, Header{}, codes.FrameMalformed},
 		{"type 255", header(Header{Type: 255, Source: 3}), 3, Header{}, codes.FrameMalformed},
 		{"type 10 silence", header(Header{Type: Silence, Source: 3, Length: 4}), 3, Header{Type: Silence, Source: 3, Length: 4}, 0},
 
@@ -196,7 +200,7 @@ func TestTypeString(t *testing.T) {
 		want string
 	}{
 		{0, "type(0)"}, {Hello, "hello"}, {Data, "data"}, {Collective, "collective"},
-		{Silence, "silence"}, {11, "type(11)"}, {255, "type(255)"},
+		{Silence, "silence"}, {Agree, "agree"}, {Revoke, "revoke"}, {13, "type(13)"}, {255, "type(255)"},
 	} {
 		if got := tc.t.String(); got != tc.want {
 			t.Errorf("Type(%d).String() = %q, want %q", uint8(tc.t), got, tc.want)

@@ -102,6 +102,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
   sperli run -n 3 --output-dir out prog.star     # out/rank-i.out, out/rank-i.err
   sperli run -n 3 -x OMP_NUM_THREADS=1 -x PATH ./solver
   sperli run -n 4 --checkpoint-dir ckpt stencil.star   # restarts from checkpoints
+  sperli run -n 8 --spares 2 --checkpoint-dir ckpt --record gens.jsonl stencil.star   # a lost rank replaced in place
   sperli run --job job/ stencil.star             # a "sperli job make" job, resumed from its checkpoints
   sperli run --hosts hosts.txt --ssh-port 22 -n 8 prog.star
   sperli run prog.star                           # no -n: no job, comm is None`,
@@ -143,6 +144,8 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.StringVar(&o.Wdir, "wdir", "", "the ranks' working directory (default: this one)")
 	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "checkpoint directory; turns on restarts")
 	f.IntVar(&o.RestartMax, "restart-max", 3, "most restarts with --checkpoint-dir")
+	f.IntVar(&o.Spares, "spares", 0, "warm spare slots: a lost rank's place is taken in place, without relaunching the others")
+	f.StringVar(&o.Record, "record", "", "append each generation's layout to this file, one JSON line each")
 	f.BoolVar(&o.Live, "live", false, "show each output line as it comes (whole lines), not rank by rank at the end")
 	f.StringVar(&o.OutputDir, "output-dir", "", "write DIR/rank-<i>.out and rank-<i>.err (appending) instead of showing the output")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "also show the H1612 errors of the ranks a failure ended")
@@ -224,17 +227,20 @@ func runRank(prog string, args, modules []string) int {
 		return runtime.Exit(nil, err)
 	}
 	ctx := context.Background()
-	c, err := runtime.Init(ctx, job)
-	if err != nil {
+	// Run calls the program again in every generation after an in-place
+	// recovery (SPEC §10.2): main() runs again and resume() rolls back.
+	c, err := runtime.Run(ctx, job, func(ctx context.Context, c *runtime.Comm) error {
+		return starlib.Run(&starlib.Program{
+			File: prog, Args: args, Modules: modules, CacheDir: starlib.DefaultCacheDir(), Comm: c, Context: ctx,
+		})
+	})
+	if c == nil {
 		if job.Launched {
 			return runtime.Exit(nil, err)
 		}
 		fmt.Fprintln(os.Stderr, err)
 		return runtime.ExitStatus(err)
 	}
-	err = starlib.Run(&starlib.Program{
-		File: prog, Args: args, Modules: modules, CacheDir: starlib.DefaultCacheDir(), Comm: c, Context: ctx,
-	})
 	return runtime.Exit(c, err)
 }
 
@@ -250,6 +256,7 @@ func newJob() *cobra.Command {
 		Short: "Write one job description per rank (rank-<i>.job, mode 0600), or a Kubernetes job.yaml",
 		Example: `  sperli job make -n 3 --out job/              # ranks at 127.0.0.1:21400+i
   sperli job make -n 3 --hosts hosts.txt --checkpoint-dir ckpt --expires 72h --out job/
+  sperli job make -n 4 --spares 1 --checkpoint-dir ckpt --out job/   # rank-4.job is the spare
   sperli job make --kubernetes --image sperli:1 -n 4 --out k8s/ /app/prog.star`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if kube {
@@ -266,10 +273,11 @@ func newJob() *cobra.Command {
 				fmt.Println(path)
 				return nil
 			}
-			if len(args) > 0 || k.Image != "" || k.Spares != 0 || k.Name != "" {
-				fmt.Fprintln(os.Stderr, "sperli: job make: PROGRAM, --image, --spares and --name go with --kubernetes")
+			if len(args) > 0 || k.Image != "" || k.Name != "" {
+				fmt.Fprintln(os.Stderr, "sperli: job make: PROGRAM, --image and --name go with --kubernetes")
 				return &exitError{2}
 			}
+			o.Spares = k.Spares
 			files, err := launch.MakeJob(o)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "sperli: %v\n", err)
@@ -291,7 +299,7 @@ func newJob() *cobra.Command {
 	f.StringVar(&o.Out, "out", "", "directory to write the descriptions to")
 	f.BoolVar(&kube, "kubernetes", false, "write OUT/job.yaml: a headless Service, a Secret with the descriptions and an Indexed Job")
 	f.StringVar(&k.Image, "image", "", "with --kubernetes: the container image (sperli and PROGRAM inside)")
-	f.IntVar(&k.Spares, "spares", 0, "with --kubernetes: warm spares, pods N … N+S-1 (refused until the runtime has spares, SPEC §10)")
+	f.IntVar(&k.Spares, "spares", 0, "warm spare slots N … N+S-1 (rank-N.job …; with --kubernetes, pods N … N+S-1): a lost rank's place is taken in place")
 	f.StringVar(&k.Name, "name", "", "with --kubernetes: the Job's and Service's name (default sperli-<8 hex of the job id>)")
 	job.AddCommand(mk)
 	return job

@@ -60,10 +60,12 @@ func TestTutorial(t *testing.T) {
 		t.Fatalf("found %d examples in docs/tutorial.md, want at least 6", len(examples))
 	}
 	dur := regexp.MustCompile(`\d+\.\d s\b`)
+	back := regexp.MustCompile(`back in (its program )?\d+ ms`)
 	lost := regexp.MustCompile(`^(sperli: rank \d+ lost: ).*`)
 	norm := func(s string) string {
 		s = strings.ReplaceAll(s, dir, "/home/me")
 		s = lost.ReplaceAllString(s, "${1}WHY") // who tells a loss first may vary
+		s = back.ReplaceAllString(s, "back in ${1}N ms")
 		return dur.ReplaceAllString(s, "N s")
 	}
 	for _, ex := range examples {

@@ -105,10 +105,11 @@ func decode(t *testing.T, raw string) *manifest {
 
 // description is the part of a rank's job description this test reads.
 type description struct {
-	Rank  int    `json:"rank"`
-	Size  int    `json:"size"`
-	ID    string `json:"job"`
-	Hosts []struct {
+	Rank   int    `json:"rank"`
+	Size   int    `json:"size"`
+	Spares int    `json:"spares"`
+	ID     string `json:"job"`
+	Hosts  []struct {
 		Host string `json:"host"`
 		Port int    `json:"port"`
 	} `json:"hosts"`
@@ -117,8 +118,13 @@ type description struct {
 
 // checkRules checks the rules an Indexed Job of n ranks named name must
 // keep to run as SPEC §17 says.
-func checkRules(t *testing.T, m *manifest, name string, n int) {
+func checkRules(t *testing.T, m *manifest, name string, n int) { checkSlots(t, m, name, n, 0) }
+
+// checkSlots is checkRules for a job of n ranks and spares spares: n+spares
+// pods, the spares' descriptions holding the job secret too.
+func checkSlots(t *testing.T, m *manifest, name string, ranks, spares int) {
 	t.Helper()
+	n := ranks + spares
 	svc, sec, job := m.service, m.secret, m.job
 	spec := job.Spec
 	pod := spec.Template.Spec
@@ -202,11 +208,11 @@ func checkRules(t *testing.T, m *manifest, name string, n int) {
 		if i == 0 {
 			id = d.ID
 		}
-		if d.Rank != i || d.Size != n || d.ID != id || len(d.Hosts) != n {
-			t.Errorf("rank-%d.job: rank %d size %d job %s, %d hosts; want rank %d size %d job %s", i, d.Rank, d.Size, d.ID, len(d.Hosts), i, n, id)
+		if d.Rank != i || d.Size != ranks || d.Spares != spares || d.ID != id || len(d.Hosts) != n {
+			t.Errorf("rank-%d.job: rank %d size %d spares %d job %s, %d hosts; want rank %d size %d spares %d job %s", i, d.Rank, d.Size, d.Spares, d.ID, len(d.Hosts), i, ranks, spares, id)
 			continue
 		}
-		if (len(d.JobSecret) != 0) != (i == 0) {
+		if (len(d.JobSecret) != 0) != (i == 0 || i >= ranks) {
 			t.Errorf("rank-%d.job holds a job secret of %d bytes", i, len(d.JobSecret))
 		}
 		for r, h := range d.Hosts {
@@ -275,6 +281,21 @@ func TestKubernetesManifest(t *testing.T) {
 	}
 }
 
+// TestKubernetesSpares: --spares S makes N+S pods; pods N … N+S-1 are the
+// spares, whose descriptions hold the job secret (any may become rank 0).
+func TestKubernetesSpares(t *testing.T) {
+	out := t.TempDir()
+	r := run(t, "job", "make", "--kubernetes", "--image", "sperli:1", "-n", "3", "--spares", "2", "--name", "st", "--out", out, "/prog/st.star")
+	if r.code != 0 {
+		t.Fatalf("exit status %d, stderr %q", r.code, r.stderr)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "job.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSlots(t, decode(t, string(raw)), "st", 3, 2)
+}
+
 // TestKubernetesExecutable: an executable PROGRAM (a Go or C rank) is run
 // itself, and the default name is sperli-<8 hex of the job id>.
 func TestKubernetesExecutable(t *testing.T) {
@@ -309,7 +330,7 @@ func TestKubernetesRefusals(t *testing.T) {
 	}{
 		{"no image", []string{"-n", "2", "p.star"}, "--image", ""},
 		{"no program", []string{"--image", "i", "-n", "2"}, "PROGRAM is required", ""},
-		{"spares", []string{"--image", "i", "-n", "2", "--spares", "1", "p.star"}, "--spares 1", ""},
+		{"spares", []string{"--image", "i", "-n", "2", "--spares", "-1", "p.star"}, "--spares -1", ""},
 		{"host list", []string{"--image", "i", "-n", "1", "--hosts", hostsFile, "p.star"}, "--hosts", ""},
 		{"bad name", []string{"--image", "i", "-n", "2", "--name", "Sum_1", "p.star"}, `--name "Sum_1"`, ""},
 		{"name too long", []string{"--image", "i", "-n", "2", "--name", strings.Repeat("a", 62), "p.star"}, "--name", ""},

@@ -1,6 +1,7 @@
 // Command gosum is the sum example of SPEC §16 as a Go rank, and the
 // reference embedder of package runtime: it reads its job description
-// from standard input, joins, sums its rows, and reduces to rank 0.
+// from standard input, joins (runtime.Run), sums its rows, and reduces to
+// rank 0.
 //
 //	sperli run -n 3 ./gosum [ROWS]
 package main
@@ -33,11 +34,15 @@ func run() int {
 		return runtime.Exit(nil, err)
 	}
 	ctx := context.Background()
-	c, err := runtime.Init(ctx, job)
-	if err != nil {
+	// Run joins and calls sum; in a job with spares it calls it again, in
+	// the next generation, after a rank was replaced in place.
+	c, err := runtime.Run(ctx, job, func(ctx context.Context, c *runtime.Comm) error {
+		return sum(ctx, c, rows)
+	})
+	if c == nil {
 		return runtime.Exit(nil, err)
 	}
-	return runtime.Exit(c, sum(ctx, c, rows))
+	return runtime.Exit(c, err)
 }
 
 // part returns the first row and the row count of rank.

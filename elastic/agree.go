@@ -1,0 +1,506 @@
+package elastic
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"sperli/codes"
+)
+
+// Kind is the kind of an agreement message.
+type Kind uint8
+
+// The messages of the agreement (docs/protocol.md §12.3): Paxos' two
+// phases with the coordinator as the proposer and every live slot an
+// acceptor, then the decision.
+const (
+	Prepare  Kind = 1 // coordinator → all: ballot, the failed slots it knows
+	Promise  Kind = 2 // → coordinator: the ballot, failed slots, the accepted layout (or the decided one)
+	Accept   Kind = 3 // coordinator → all: ballot, the layout
+	Accepted Kind = 4 // → coordinator: the ballot
+	Decide   Kind = 5 // coordinator → all: the layout, final
+	maxKind       = Decide
+)
+
+// Msg is one agreement message. Gen names the instance: for the
+// agreement on a layout, the generation being agreed on (the current one
+// + 1); for comm.agree, the call's number on its communicator.
+type Msg struct {
+	Kind      Kind
+	Gen       int
+	Ballot    uint64
+	Failed    []int  // Prepare, Promise: slots the sender knows lost
+	AccBallot uint64 // Promise: ballot of Value, when it is an accepted one
+	Decided   bool   // Promise: Value is decided
+	Value     []byte // Promise (accepted or decided), Accept, Decide: the value; nil when none
+	Input     []byte // Promise: the sender's input (comm.agree's flag), nil when none
+}
+
+// MaxValue bounds a value and an input.
+const MaxValue = 1 << 15
+
+// MarshalBinary encodes m: kind u8, flags u8 (1: a value follows, 2:
+// decided, 4: an input follows), instance u32, ballot u64, accepted
+// ballot u64, failed u16 count and u16 slots, then the value and the
+// input, each a u16 length and its bytes.
+func (m Msg) MarshalBinary() ([]byte, error) {
+	if len(m.Value) > MaxValue || len(m.Input) > MaxValue {
+		return nil, fmt.Errorf("agreement: value of %d bytes, input of %d: at most %d", len(m.Value), len(m.Input), MaxValue)
+	}
+	flags := byte(0)
+	if m.Value != nil {
+		flags |= 1
+	}
+	if m.Decided {
+		flags |= 2
+	}
+	if m.Input != nil {
+		flags |= 4
+	}
+	b := []byte{byte(m.Kind), flags}
+	b = binary.BigEndian.AppendUint32(b, uint32(m.Gen))
+	b = binary.BigEndian.AppendUint64(b, m.Ballot)
+	b = binary.BigEndian.AppendUint64(b, m.AccBallot)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(m.Failed)))
+	for _, s := range m.Failed {
+		b = binary.BigEndian.AppendUint16(b, uint16(s))
+	}
+	for _, v := range [][]byte{m.Value, m.Input} {
+		if v != nil {
+			b = binary.BigEndian.AppendUint16(b, uint16(len(v)))
+			b = append(b, v...)
+		}
+	}
+	return b, nil
+}
+
+// UnmarshalBinary decodes a message of a job of slots slots: H1627 for
+// anything an honest slot never sends.
+func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
+	if len(b) < 24 {
+		return bad("message of %d bytes, want at least 24", len(b))
+	}
+	k, flags := Kind(b[0]), b[1]
+	if k < Prepare || k > maxKind || flags&^7 != 0 {
+		return bad("message of kind %d with flags %#x", k, flags)
+	}
+	out := Msg{Kind: k, Gen: int(binary.BigEndian.Uint32(b[2:])), Ballot: binary.BigEndian.Uint64(b[6:]),
+		AccBallot: binary.BigEndian.Uint64(b[14:]), Decided: flags&2 != 0}
+	if out.Gen < 1 || out.Gen > 1<<31-1 {
+		return bad("message for generation %d", out.Gen)
+	}
+	n := int(binary.BigEndian.Uint16(b[22:]))
+	b = b[24:]
+	if n > slots || len(b) < 2*n {
+		return bad("message names %d failed slots (job of %d, %d bytes left)", n, slots, len(b))
+	}
+	for i := 0; i < n; i++ {
+		s := int(binary.BigEndian.Uint16(b[2*i:]))
+		if s >= slots {
+			return bad("message names slot %d, job of %d slots", s, slots)
+		}
+		out.Failed = append(out.Failed, s)
+	}
+	b = b[2*n:]
+	for i, dst := range []*[]byte{&out.Value, &out.Input} {
+		if flags&[]byte{1, 4}[i] == 0 {
+			continue
+		}
+		if len(b) < 2 {
+			return bad("message cut short")
+		}
+		n := int(binary.BigEndian.Uint16(b))
+		if n > MaxValue || len(b) < 2+n {
+			return bad("message value of %d bytes (%d left, at most %d)", n, len(b)-2, MaxValue)
+		}
+		*dst = append([]byte{}, b[2:2+n]...)
+		b = b[2+n:]
+	}
+	if len(b) != 0 {
+		return bad("message has %d bytes after its end", len(b))
+	}
+	needValue := k == Accept || k == Decide || (k == Promise && (out.Decided || out.AccBallot != 0))
+	if needValue != (out.Value != nil) || (out.Decided && k != Promise) || (out.Input != nil && k != Promise) {
+		return bad("%v message with value %v, decided %v, input %v", k, out.Value != nil, out.Decided, out.Input != nil)
+	}
+	*m = out
+	return nil
+}
+
+func (k Kind) String() string {
+	if k >= Prepare && k <= maxKind {
+		return [...]string{"", "prepare", "promise", "accept", "accepted", "decide"}[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Out is a message to send to slot To.
+type Out struct {
+	To  int
+	Msg Msg
+}
+
+// Agreement is one slot's part in one agreement (consensus) among the
+// slots members: on the layout of generation cur.Gen+1 (NewAgreement),
+// or on the outcome of a comm.agree (NewConsensus). It is a state
+// machine: each input returns the messages to send. Rules and
+// invariants: docs/protocol.md §12.3.
+type Agreement struct {
+	self  int
+	inst  int
+	slots int
+	live  []int        // the members, ascending
+	lost  map[int]bool // slots this slot knows lost (fail-stop: never again trusted)
+
+	// propose makes the coordinator's value from the failed members and
+	// the inputs of the others (by slot).
+	propose func(failed []int, inputs map[int][]byte) ([]byte, error)
+	input   []byte // this slot's input; nil until SetInput for a consensus that needs one
+	ready   bool   // input known: this slot may promise
+	waiting []Out  // prepares answered once ready (their Promise is built then)
+
+	// Acceptor.
+	promised  uint64
+	accBallot uint64
+	accepted  []byte
+	decided   []byte
+
+	// Coordinator of ballot: the round it runs, or 0.
+	ballot   uint64
+	phase    Kind // Prepare (collecting promises) or Accept (collecting accepteds)
+	answers  map[int]Msg
+	proposal []byte
+	round    uint64 // rounds this slot has started
+
+	started bool
+	err     error
+}
+
+// NewAgreement begins this slot's part in the agreement on the layout
+// after cur: the value is cur.Next of the failed slots, encoded.
+func NewAgreement(self int, cur Layout) *Agreement {
+	a := NewConsensus(self, cur.Live(), cur.Slots, cur.Gen+1, func(failed []int, _ map[int][]byte) ([]byte, error) {
+		next, err := cur.Next(failed)
+		if err != nil {
+			return nil, err
+		}
+		return next.MarshalBinary()
+	})
+	a.SetInput(nil)
+	return a
+}
+
+// Inputs of a regroup (NewRegroup): what the program asked for.
+var (
+	InputShrink = []byte("shrink")
+	InputGrow   = []byte("grow")
+)
+
+// NewRegroup begins this slot's part in the agreement on the layout
+// after cur that a program asks for with shrink or grow (SPEC §10.3): the
+// value is cur.Shrink of the failed slots when any input asks to shrink,
+// else cur.Next (the lost ranks' places taken by spares). The slot
+// promises once SetInput gives its request (a spare gives an empty one).
+func NewRegroup(self int, cur Layout) *Agreement {
+	return NewConsensus(self, cur.Live(), cur.Slots, cur.Gen+1, func(failed []int, inputs map[int][]byte) ([]byte, error) {
+		next, err := cur.Next(failed)
+		for _, in := range inputs {
+			if string(in) == string(InputShrink) {
+				next, err = cur.Shrink(failed)
+				break
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return next.MarshalBinary()
+	})
+}
+
+// NewConsensus begins this slot's part in instance inst of a consensus
+// among members (slots of a job of slots slots). It promises nothing
+// until SetInput gives its input.
+func NewConsensus(self int, members []int, slots, inst int, propose func(failed []int, inputs map[int][]byte) ([]byte, error)) *Agreement {
+	live := slices.Clone(members)
+	slices.Sort(live)
+	return &Agreement{self: self, inst: inst, slots: slots, live: live, lost: map[int]bool{}, propose: propose}
+}
+
+// SetInput gives this slot's input and answers the prepares that waited
+// for it.
+func (a *Agreement) SetInput(input []byte) []Out {
+	if a.ready {
+		return nil
+	}
+	a.input, a.ready = input, true
+	var out []Out
+	for _, w := range a.waiting {
+		if w.Msg.Ballot == a.promised {
+			out = append(out, Out{w.To, a.promise(w.Msg.Ballot)})
+		}
+	}
+	a.waiting = nil
+	return append(out, a.step()...)
+}
+
+func (a *Agreement) promise(ballot uint64) Msg {
+	p := Msg{Kind: Promise, Gen: a.gen(), Ballot: ballot, Failed: a.failed(), Input: a.input}
+	if p.Input == nil {
+		p.Input = []byte{}
+	}
+	switch {
+	case a.decided != nil:
+		p.Value, p.Decided = a.decided, true
+	case a.accepted != nil:
+		p.Value, p.AccBallot = a.accepted, a.accBallot
+	}
+	return p
+}
+
+func (a *Agreement) gen() int { return a.inst }
+
+// quorum is the promises and accepteds a coordinator needs: a majority
+// of the slots live at the start, so that two sides of a partition never
+// both decide.
+func (a *Agreement) quorum() int { return len(a.live)/2 + 1 }
+
+func (a *Agreement) member(s int) bool { return slices.Contains(a.live, s) }
+
+// coordinator is the lowest slot of cur this slot does not know lost.
+func (a *Agreement) coordinator() int {
+	for _, s := range a.live {
+		if !a.lost[s] {
+			return s
+		}
+	}
+	return -1
+}
+
+func (a *Agreement) failed() []int {
+	var out []int
+	for _, s := range a.live {
+		if a.lost[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Failed is every slot of cur this slot knows lost, ascending.
+func (a *Agreement) Failed() []int { return a.failed() }
+
+// Decided is the decided value, once this slot knows it.
+func (a *Agreement) Decided() ([]byte, bool) { return a.decided, a.decided != nil }
+
+// DecidedLayout is the decided layout of an agreement made by
+// NewAgreement; a value that is no layout of the next generation is
+// H1627 (a peer lied).
+func (a *Agreement) DecidedLayout() (Layout, bool, error) {
+	if a.decided == nil {
+		return Layout{}, false, nil
+	}
+	var l Layout
+	if err := l.UnmarshalBinary(a.decided); err != nil {
+		return Layout{}, false, err
+	}
+	if l.Gen != a.inst || l.Slots != a.slots {
+		return Layout{}, false, bad("decided layout of generation %d with %d slots, want generation %d of %d slots", l.Gen, l.Slots, a.inst, a.slots)
+	}
+	return l, true, nil
+}
+
+// Err is why this slot cannot finish the agreement (no quorum left, it
+// was declared lost itself, no spare to take a lost rank's place), or nil.
+func (a *Agreement) Err() error { return a.err }
+
+// Start reports a loss seen here: failed is every slot known lost.
+func (a *Agreement) Start(failed []int) []Out {
+	a.started = true
+	var out []Out
+	for _, s := range failed {
+		out = append(out, a.Suspect(s)...)
+	}
+	return append(out, a.step()...)
+}
+
+// Suspect reports another lost slot.
+func (a *Agreement) Suspect(slot int) []Out {
+	if !a.member(slot) || a.lost[slot] || a.err != nil {
+		return nil
+	}
+	a.started = true
+	if slot == a.self {
+		a.err = codes.New(codes.PeerLost, "slot %d was declared lost by the others", slot)
+		return nil
+	}
+	a.lost[slot] = true
+	if a.decided != nil && a.coordinator() == a.self && slot < a.self {
+		// The coordinator that decided may have told only some: the
+		// new one, decided itself, tells every live slot again.
+		return a.announce()
+	}
+	return a.step()
+}
+
+// Receive takes a message from slot from.
+func (a *Agreement) Receive(from int, m Msg) []Out {
+	if m.Gen != a.gen() || !a.member(from) || a.err != nil {
+		return nil
+	}
+	if a.lost[from] {
+		// A decision is final whoever brings it, even a slot lost since
+		// it sent it: a quorum accepted it.
+		if m.Kind == Decide {
+			a.decide(m.Value)
+		}
+		return nil
+	}
+	a.started = true
+	var out []Out
+	for _, s := range m.Failed {
+		out = append(out, a.Suspect(s)...)
+	}
+	if a.err != nil || a.lost[from] {
+		return out
+	}
+	switch m.Kind {
+	case Prepare:
+		if m.Ballot <= a.promised || int(m.Ballot%uint64(a.slots)) != from {
+			break
+		}
+		a.promised = m.Ballot
+		if !a.ready && a.decided == nil {
+			a.waiting = append(a.waiting, Out{from, m})
+			break
+		}
+		out = append(out, Out{from, a.promise(m.Ballot)})
+	case Accept:
+		if m.Ballot < a.promised || a.decided != nil {
+			if a.decided != nil {
+				out = append(out, Out{from, Msg{Kind: Promise, Gen: a.gen(), Ballot: m.Ballot, Value: a.decided, Decided: true, Input: []byte{}}})
+			}
+			break
+		}
+		a.promised, a.accBallot, a.accepted = m.Ballot, m.Ballot, m.Value
+		out = append(out, Out{from, Msg{Kind: Accepted, Gen: a.gen(), Ballot: m.Ballot}})
+	case Decide:
+		a.decide(m.Value)
+	case Promise, Accepted:
+		if m.Ballot == a.ballot && a.ballot != 0 {
+			if m.Kind == Promise && m.Decided {
+				a.decide(m.Value)
+				out = append(out, a.announce()...)
+				return out
+			}
+			if (m.Kind == Promise) == (a.phase == Prepare) {
+				a.answers[from] = m
+			}
+		}
+	}
+	return append(out, a.step()...)
+}
+
+func (a *Agreement) decide(v []byte) {
+	if a.decided != nil {
+		return
+	}
+	a.decided = v
+	a.ballot = 0
+}
+
+func (a *Agreement) announce() []Out {
+	var out []Out
+	for _, s := range a.live {
+		if s != a.self && !a.lost[s] {
+			out = append(out, Out{s, Msg{Kind: Decide, Gen: a.gen(), Value: a.decided}})
+		}
+	}
+	return out
+}
+
+// alive is the slots of cur not known lost.
+func (a *Agreement) alive() []int {
+	var out []int
+	for _, s := range a.live {
+		if !a.lost[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// step moves the coordinator on: starts a round when this slot has become
+// the coordinator, and finishes a phase once every live slot answered.
+func (a *Agreement) step() []Out {
+	if a.err != nil || a.decided != nil || !a.started || !a.ready {
+		return nil
+	}
+	alive := a.alive()
+	if len(alive) < a.quorum() {
+		a.err = codes.New(codes.PeerLost, "agreement on generation %d: %d of %d slots live, fewer than a majority", a.gen(), len(alive), len(a.live))
+		return nil
+	}
+	if a.coordinator() != a.self {
+		return nil
+	}
+	if a.ballot == 0 {
+		return a.begin()
+	}
+	for _, s := range alive {
+		if _, ok := a.answers[s]; !ok {
+			return nil
+		}
+	}
+	if a.phase == Prepare {
+		// The value: the accepted layout of the highest ballot if any
+		// slot accepted one (it may be decided somewhere), else the next
+		// layout of every failed slot the answers name.
+		var best []byte
+		var bestB uint64
+		inputs := map[int][]byte{}
+		for s, m := range a.answers {
+			if m.Value != nil && m.AccBallot > bestB {
+				best, bestB = m.Value, m.AccBallot
+			}
+			inputs[s] = m.Input
+		}
+		if best == nil {
+			v, err := a.propose(a.failed(), inputs)
+			if err != nil {
+				a.err = codes.Wrap(codes.PeerLost, err, "agreement %d: %v", a.gen(), err)
+				return nil
+			}
+			best = v
+		}
+		a.proposal, a.phase = best, Accept
+		a.answers = map[int]Msg{a.self: {Kind: Accepted, Ballot: a.ballot}}
+		a.promised, a.accBallot, a.accepted = a.ballot, a.ballot, best
+		var out []Out
+		for _, s := range alive {
+			if s != a.self {
+				out = append(out, Out{s, Msg{Kind: Accept, Gen: a.gen(), Ballot: a.ballot, Value: best}})
+			}
+		}
+		return append(out, a.step()...)
+	}
+	a.decide(a.proposal)
+	return a.announce()
+}
+
+// begin starts a round with a ballot above every one this slot has seen.
+func (a *Agreement) begin() []Out {
+	n := uint64(a.slots)
+	a.round = max(a.round+1, a.promised/n+1)
+	a.ballot = a.round*n + uint64(a.self)
+	a.phase = Prepare
+	a.promised = a.ballot
+	a.answers = map[int]Msg{a.self: a.promise(a.ballot)}
+	var out []Out
+	for _, s := range a.alive() {
+		if s != a.self {
+			out = append(out, Out{s, Msg{Kind: Prepare, Gen: a.gen(), Ballot: a.ballot, Failed: a.failed()}})
+		}
+	}
+	return append(out, a.step()...)
+}

@@ -1,0 +1,291 @@
+package launch
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// generations follows the in-place recoveries of a job with spares (SPEC
+// §10.2): every slot reports each generation it enters on its standard
+// error (runtime.GenPrefix lines); once every live slot of a generation
+// has, the launcher says it in one line and appends the layout to the
+// --record file (§10.4).
+type generations struct {
+	say    func(format string, args ...any)
+	record *os.File
+
+	mu      sync.Mutex
+	job     string
+	spares  int
+	procs   []*rankProc
+	gen     int   // the last generation said
+	ranks   []int // its layout
+	prev    string
+	seen    map[int]map[int]bool // generation → slots that reported it
+	first   map[int]time.Time    // generation → its first report
+	lines   map[int]genLine      // generation → its first report
+	lostAt  map[int]time.Time    // slot → when its process was seen to end
+	lostWhy map[int]string
+	gone    map[int]bool // slots lost and replaced in place
+	// returning: the program manages its losses (set_on_loss("return")):
+	// a lost process does not end the job.
+	returning bool
+	firstBad  time.Time // the first process of this incarnation that ended badly
+	restarted time.Time // firstBad of the incarnation before, when this one is a restart
+	started   map[int]bool
+}
+
+// genLine is a slot's report (runtime/recover.go genReport).
+type genLine struct {
+	Kind   string `json:"kind"`
+	Gen    int    `json:"generation"`
+	Slot   int    `json:"slot"`
+	Ranks  []int  `json:"ranks"`
+	Spares []int  `json:"spares"`
+	Lost   []int  `json:"lost"`
+	Cause  string `json:"cause"`
+	Msg    string `json:"msg"`
+}
+
+// recordLine is one line of the generation record, its keys in the order
+// of SPEC §10.4.
+type recordLine struct {
+	Job    string         `json:"job"`
+	Gen    int            `json:"generation"`
+	Size   int            `json:"size"`
+	Ranks  []int          `json:"ranks"`
+	Spares []int          `json:"spares"`
+	Lost   []int          `json:"lost"`
+	Hosts  map[string]any `json:"hosts"`
+	Pids   map[string]any `json:"pids"`
+	Cause  string         `json:"cause"`
+	Prev   string         `json:"prev"`
+}
+
+// start takes the slots of a newly started incarnation and records its
+// first generation.
+func (g *generations) start(job string, inc uint32, n, spares int, procs []*rankProc) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.job, g.spares, g.procs, g.gen = job, spares, procs, int(inc)
+	g.restarted, g.firstBad, g.started = g.firstBad, time.Time{}, map[int]bool{}
+	if inc == 0 {
+		g.restarted = time.Time{}
+	}
+	g.seen, g.first, g.lines = map[int]map[int]bool{}, map[int]time.Time{}, map[int]genLine{}
+	g.lostAt, g.lostWhy, g.gone = map[int]time.Time{}, map[int]string{}, map[int]bool{}
+	g.ranks = make([]int, n)
+	for r := range g.ranks {
+		g.ranks[r] = r
+	}
+	sp := make([]int, spares)
+	for i := range sp {
+		sp[i] = n + i
+	}
+	cause := ""
+	if inc > 0 {
+		cause = "restart"
+	}
+	g.writeLocked(g.ranks, sp, nil, cause)
+}
+
+// last is the newest generation said.
+func (g *generations) last() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gen
+}
+
+func (g *generations) writeLocked(ranks, spares, lost []int, cause string) {
+	if g.record == nil {
+		return
+	}
+	rec := recordLine{Job: g.job, Gen: g.gen, Size: len(ranks), Ranks: ranks, Spares: spares, Lost: lost,
+		Hosts: map[string]any{}, Pids: map[string]any{}, Cause: cause, Prev: g.prev}
+	if rec.Spares == nil {
+		rec.Spares = []int{}
+	}
+	if rec.Lost == nil {
+		rec.Lost = []int{}
+	}
+	for _, s := range append(slices.Clone(ranks), spares...) {
+		if s < len(g.procs) && g.procs[s] != nil {
+			k := strconv.Itoa(s)
+			rec.Hosts[k] = g.procs[s].host
+			if pr := g.procs[s].cmd.Process; pr != nil {
+				rec.Pids[k] = pr.Pid
+			}
+		}
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return
+	}
+	sum := sha256.Sum256(b)
+	g.prev = hex.EncodeToString(sum[:])
+	g.record.Write(append(b, '\n'))
+}
+
+// lostProc notes the end of a slot's process (killed: a loss).
+func (g *generations) lostProc(p *rankProc, why string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.lostAt[p.rank]; !ok {
+		g.lostAt[p.rank], g.lostWhy[p.rank] = time.Now(), why
+	}
+}
+
+// recovers reports whether the end of p may be recovered in place, so the
+// others are not to be ended for it.
+func (g *generations) recovers(p *rankProc) bool {
+	ws, _ := p.state.Sys().(syscall.WaitStatus)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return (g.spares > 0 || g.returning) && ws.Signaled() && !p.killed
+}
+
+// replaced reports whether slot was lost and replaced in place.
+func (g *generations) replaced(slot int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.returning {
+		_, lost := g.lostAt[slot]
+		return lost || g.gone[slot]
+	}
+	return g.gone[slot]
+}
+
+// report takes one report line of slot. For a generation the slot
+// entered it marks the slot's standard output there too and returns the
+// generation, for the stream to mark its standard error; else -1.
+func (g *generations) report(slot int, line []byte) int {
+	var r genLine
+	if json.Unmarshal(line, &r) != nil || r.Slot != slot {
+		return -1
+	}
+	switch r.Kind {
+	case "spare":
+		g.mu.Lock()
+		for _, s := range r.Lost {
+			g.gone[s] = true // its end is no loss of the job
+		}
+		g.mu.Unlock()
+		g.say("%s", r.Msg)
+		return -1
+	case "start":
+		// A slot of a restarted incarnation is back in its program.
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.started[slot] = true
+		if len(g.started) == len(g.procs) && !g.restarted.IsZero() {
+			g.say("incarnation %d: every rank back in its program %d ms after the loss", r.Gen, time.Since(g.restarted).Milliseconds())
+		}
+		return -1
+	case "mode":
+		g.mu.Lock()
+		g.returning = r.Msg == "return"
+		g.mu.Unlock()
+		return -1
+	case "generation":
+	default:
+		return -1
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if slot < len(g.procs) && g.procs[slot] != nil {
+		g.procs[slot].stdout.mark(r.Gen)
+	}
+	g.seenLocked(slot, r)
+	return r.Gen
+}
+
+func (g *generations) seenLocked(slot int, r genLine) {
+	if r.Gen <= g.gen {
+		return
+	}
+	if g.seen[r.Gen] == nil {
+		g.seen[r.Gen], g.first[r.Gen], g.lines[r.Gen] = map[int]bool{}, time.Now(), r
+	}
+	g.seen[r.Gen][slot] = true
+	live := append(slices.Clone(r.Ranks), r.Spares...)
+	for _, s := range live {
+		if !g.seen[r.Gen][s] {
+			return
+		}
+	}
+	// Every live slot is back in its program. A generation before it that
+	// not every slot reported (a slot was lost as it entered) is said
+	// first, so that the record has every generation.
+	for gen := g.gen + 1; gen < r.Gen; gen++ {
+		if early, ok := g.lines[gen]; ok {
+			g.sayLocked(early)
+		}
+	}
+	g.sayLocked(r)
+}
+
+func (g *generations) sayLocked(r genLine) {
+	since := g.first[r.Gen]
+	for _, s := range r.Lost {
+		if t, ok := g.lostAt[s]; ok && t.Before(since) {
+			since = t
+		}
+	}
+	var parts []string
+	for _, s := range r.Lost {
+		g.gone[s] = true
+		why := g.lostWhy[s]
+		if why == "" {
+			why = strings.TrimPrefix(causeOf(r.Cause, s), fmt.Sprintf("slot %d: ", s))
+		}
+		if old := slices.Index(g.ranks, s); old >= 0 && len(r.Ranks) < len(g.ranks) {
+			parts = append(parts, fmt.Sprintf("rank %d (slot %d on %s) lost: %s", old, s, g.host(s), why))
+		} else if old >= 0 {
+			parts = append(parts, fmt.Sprintf("rank %d (slot %d on %s) lost: %s; slot %d on %s takes rank %d", old, s, g.host(s), why, r.Ranks[old], g.host(r.Ranks[old]), old))
+		} else {
+			parts = append(parts, fmt.Sprintf("slot %d (a spare, on %s) lost: %s", s, g.host(s), why))
+		}
+	}
+	shrunk := len(r.Ranks) < len(g.ranks)
+	g.gen, g.ranks = r.Gen, r.Ranks
+	g.writeLocked(r.Ranks, r.Spares, r.Lost, r.Cause)
+	if shrunk {
+		g.say("generation %d: %s; shrunk to %d ranks; back in %d ms", r.Gen, strings.Join(parts, "; "), len(r.Ranks), time.Since(since).Milliseconds())
+	} else {
+		g.say("generation %d: %s; back in %d ms", r.Gen, strings.Join(parts, "; "), time.Since(since).Milliseconds())
+	}
+}
+
+func causeOf(causes string, slot int) string {
+	for _, c := range strings.Split(causes, "; ") {
+		if strings.HasPrefix(c, fmt.Sprintf("slot %d: ", slot)) {
+			return c
+		}
+	}
+	return "lost"
+}
+
+func (g *generations) host(slot int) string {
+	if slot >= 0 && slot < len(g.procs) && g.procs[slot] != nil {
+		return g.procs[slot].host
+	}
+	return "?"
+}
+
+// badEnd notes that a process of this incarnation ended badly.
+func (g *generations) badEnd() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.firstBad.IsZero() {
+		g.firstBad = time.Now()
+	}
+}

@@ -1,0 +1,324 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"sperli/codes"
+	"sperli/wire"
+)
+
+// links is what a slot keeps for its whole life, across generations
+// (SPEC §10): its connections to the other slots, its silence limit, the
+// monitor, the control channel. A generation's communicator (core) is
+// made over it and dropped whole when the job moves on to the next.
+type links struct {
+	self  int     // this process's slot
+	slots int     // the job's ranks and spares
+	peers []*peer // by slot; nil at self
+
+	cur atomic.Pointer[Comm] // the job's communicator of the generation this slot is in
+
+	silenceMS    atomic.Int64 // this slot's silence limit
+	closing      atomic.Bool  // Finish or Close under way: broken connections are expected
+	staleDropped atomic.Int64 // frames of an older generation (or another incarnation) dropped
+
+	rec        *recovery   // agreements on layouts (recover.go)
+	lossReturn atomic.Bool // SetOnLoss(LossReturn): losses are the program's (ulfm.go)
+
+	stopMon chan struct{}
+	stopRec chan struct{} // ends the recovery goroutine (Close)
+	// ctlGone is closed when the launcher's control channel ends; nil
+	// when the rank was not launched.
+	ctlGone chan struct{}
+	monDone chan struct{}
+	resched chan struct{} // wakes the monitor when a silence limit changed
+	byes    chan struct{} // a bye came (a spare waits for the ranks' byes)
+	closeMu sync.Once
+}
+
+func newLinks(j *Job) *links {
+	l := &links{
+		self:    j.Rank,
+		slots:   j.Slots(),
+		peers:   make([]*peer, j.Slots()),
+		stopMon: make(chan struct{}),
+		stopRec: make(chan struct{}),
+		monDone: make(chan struct{}),
+		resched: make(chan struct{}, 1),
+		byes:    make(chan struct{}, 1),
+	}
+	l.silenceMS.Store(int64(j.silence() / time.Millisecond))
+	return l
+}
+
+// heldFrame is a frame of a later generation, kept until this slot enters it.
+type heldFrame struct {
+	h       wire.Header
+	payload []byte
+}
+
+// maxHeldControl bounds the uncounted frames (byes, aborts) of a later
+// generation a peer may have kept here; counted ones are bounded by credit.
+const maxHeldControl = 64
+
+// arrive takes one frame read from p: the connection's own frames at once,
+// the others by their generation — dropped when older than this slot's,
+// kept when newer, dispatched to the generation's communicator when equal.
+func (l *links) arrive(p *peer, h wire.Header, payload []byte) error {
+	switch h.Type {
+	case wire.Heartbeat:
+		return nil
+	case wire.Credit:
+		return p.addCredit(binary.BigEndian.Uint64(payload))
+	case wire.Silence:
+		ms := binary.BigEndian.Uint32(payload)
+		if ms < MinSilenceMS || ms > MaxSilenceMS {
+			return codes.New(codes.FrameMalformed, "rank %d announced a silence limit of %d ms, want %d to %d", p.rank, ms, MinSilenceMS, MaxSilenceMS)
+		}
+		p.silenceMS.Store(int64(ms))
+		p.control(wire.Heartbeat, nil)
+		l.reschedule()
+		return nil
+	case wire.Abort:
+		if c := l.cur.Load(); l.rec != nil && c.recovering.Load() {
+			r, err := wire.DecodeReason(payload)
+			if err != nil {
+				return err
+			}
+			l.rec.abortIn(p.rank, r)
+			return nil
+		}
+	case wire.Agree:
+		if payload[0] == agreeLayout {
+			if l.rec == nil {
+				return violation(p.rank, "it sent an agreement frame before the join ended")
+			}
+			return l.rec.message(p.rank, payload[1:])
+		}
+		// A comm.agree belongs to its generation: below.
+	}
+	p.fmu.Lock()
+	defer p.fmu.Unlock()
+	c := l.cur.Load()
+	switch {
+	case h.Incarnation < c.inc || (h.Incarnation > c.inc && !l.elastic()):
+		// Older: dropped whole (SPEC §5, §10.1), its credit given back.
+		l.staleDropped.Add(1)
+		if countedType(h.Type) {
+			p.consumed(frameCost(len(payload)))
+		}
+		putBuf(payload)
+		return nil
+	case h.Incarnation > c.inc:
+		if !countedType(h.Type) {
+			n := 0
+			for _, f := range p.future {
+				if !countedType(f.h.Type) {
+					n++
+				}
+			}
+			if n >= maxHeldControl {
+				return violation(p.rank, "it sent more than %d %s frames of generation %d, which this slot has not entered (it is in %d)", maxHeldControl, h.Type, h.Incarnation, c.inc)
+			}
+		}
+		p.future = append(p.future, heldFrame{h, payload})
+		return nil
+	}
+	return c.dispatch(p, h, payload)
+}
+
+// consumed counts credit consumed from p's window and returns it in
+// batches.
+func (p *peer) consumed(cost int64) {
+	p.umu.Lock()
+	defer p.umu.Unlock()
+	p.unreturned += cost
+	if p.unreturned >= creditBatch {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(p.unreturned))
+		p.held.Add(-p.unreturned)
+		p.unreturned = 0
+		p.control(wire.Credit, b[:])
+	}
+}
+
+// enter makes c, a communicator of a later generation, the one this slot
+// is in. The old generation's frames are dropped and their credit given
+// back; the frames of c's generation that came early are dispatched to it
+// in order, before any later frame of their connection.
+func (l *links) enter(c *Comm) {
+	old := l.cur.Load()
+	old.mu.Lock()
+	old.abandoned = true
+	old.mu.Unlock()
+	for _, p := range l.peers {
+		if p != nil {
+			p.fmu.Lock()
+		}
+	}
+	l.cur.Store(c)
+	var refused []struct {
+		p   *peer
+		err error
+	}
+	for _, p := range l.peers {
+		if p == nil {
+			continue
+		}
+		var keep int64
+		now, later := p.future[:0:0], p.future[:0:0]
+		for _, f := range p.future {
+			switch {
+			case f.h.Incarnation == c.inc:
+				now = append(now, f)
+			case f.h.Incarnation > c.inc:
+				later = append(later, f)
+			}
+			if f.h.Incarnation >= c.inc && countedType(f.h.Type) {
+				keep += frameCost(len(f.payload))
+			}
+		}
+		p.future = later
+		p.umu.Lock()
+		give := p.held.Load() - p.unreturned - keep
+		p.umu.Unlock()
+		if give > 0 {
+			p.consumed(give)
+		}
+		for _, f := range now {
+			if err := c.dispatch(p, f.h, f.payload); err != nil {
+				refused = append(refused, struct {
+					p   *peer
+					err error
+				}{p, err})
+				break
+			}
+		}
+	}
+	for _, p := range l.peers {
+		if p != nil {
+			p.fmu.Unlock()
+		}
+	}
+	for _, r := range refused {
+		r.p.refuse(r.err)
+	}
+}
+
+// jobOver reports whether the job has ended (not only a generation).
+func (l *links) jobOver() bool {
+	c := l.cur.Load()
+	select {
+	case <-c.dead:
+		return !c.recovering.Load()
+	default:
+		return false
+	}
+}
+
+// lost declares slot lost (SPEC §7): with recovery, the agreement on the
+// next generation begins (recover.go); without, the job ends.
+func (l *links) lost(slot int, why string) {
+	c := l.cur.Load()
+	switch {
+	case l.lossReturn.Load():
+		c.lostReturn(slot, why)
+	case l.rec != nil && l.rec.job.Spares > 0:
+		l.rec.lost(slot, why)
+	default:
+		c.lost(c.slotRank[slot], why)
+	}
+}
+
+// byeSeen wakes a spare that waits for the ranks' byes.
+func (l *links) byeSeen() {
+	select {
+	case l.byes <- struct{}{}:
+	default:
+	}
+}
+
+// origin is the rank an abort names as its origin: this rank, or the slot
+// of a spare.
+func (c *Comm) origin() int {
+	if c.rank >= 0 {
+		return c.rank
+	}
+	return c.links.self
+}
+
+func (l *links) heartbeatAll() {
+	for _, p := range l.peers {
+		if p != nil && !p.gone.Load() {
+			p.control(wire.Heartbeat, nil)
+		}
+	}
+}
+
+func (l *links) reschedule() {
+	select {
+	case l.resched <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeatEvery is a fifth of the smallest silence limit in the job.
+func (l *links) heartbeatEvery() time.Duration {
+	least := l.silenceMS.Load()
+	for _, p := range l.peers {
+		if p != nil {
+			if s := p.silenceMS.Load(); s > 0 && s < least {
+				least = s
+			}
+		}
+	}
+	return time.Duration(least) * time.Millisecond / 5
+}
+
+// monitor is the slot's clock: it heartbeats every peer and declares lost
+// a peer silent past this slot's silence limit. What to do is the
+// detector's decision (detector.go); the monitor only brings it the time.
+func (l *links) monitor() {
+	defer close(l.monDone)
+	d := newDetector(time.Now())
+	seen := make([]peerSeen, 0, len(l.peers))
+	for {
+		every := l.heartbeatEvery()
+		silence := time.Duration(l.silenceMS.Load()) * time.Millisecond
+		timer := time.NewTimer(d.wait(every, silence))
+		select {
+		case <-l.stopMon:
+			timer.Stop()
+			return
+		case <-l.resched:
+			timer.Stop()
+			continue
+		case <-timer.C:
+		}
+		seen = seen[:0]
+		for _, p := range l.peers {
+			if p != nil {
+				seen = append(seen, peerSeen{rank: p.rank, lastHeard: time.Unix(0, p.lastHeard.Load()), quiet: p.bye.Load() || p.gone.Load()})
+			}
+		}
+		// Nothing more to detect once the job is over; keep heartbeating
+		// until closed.
+		beat, lost := d.step(time.Now(), every, silence, seen, !l.jobOver())
+		if beat {
+			l.heartbeatAll()
+		}
+		for _, x := range lost {
+			l.lost(x.rank, x.why)
+		}
+	}
+}
+
+// elastic reports whether this job may move to a later generation without
+// new connections (spares, or a program that manages its losses): then a
+// frame of a later generation is kept, not dropped.
+func (l *links) elastic() bool {
+	return l.lossReturn.Load() || (l.rec != nil && l.rec.job.Spares > 0)
+}

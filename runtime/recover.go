@@ -1,0 +1,547 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"sperli/codes"
+	"sperli/elastic"
+	"sperli/wire"
+)
+
+// In-place recovery (SPEC §10.2). A slot that learns of a loss abandons
+// its generation's communicator (every waiter wakes with ErrRecovering's
+// code), runs the agreement on the next layout with the other live slots
+// (the engine is sperli/elastic, pure; this file carries its messages on
+// the slots' connections in agree frames), and enters the next
+// generation with a fresh communicator over the same connections. Run
+// calls the program again with it.
+//
+// One goroutine per slot (loop) runs the engine: every loss and every
+// agreement message is an event on its queue, so the engine needs no lock
+// and a reader goroutine never waits for it.
+
+// recovery is a slot's part of in-place recovery.
+type recovery struct {
+	l   *links
+	job *Job
+
+	mu      sync.Mutex
+	events  []recEvent
+	kick    chan struct{}
+	layout  elastic.Layout     // the layout of the generation this slot is in; loop only
+	failed  map[int]string     // slots known lost and why
+	eng     *elastic.Agreement // the agreement on layout.Gen+1, or nil; loop only
+	prev    *elastic.Agreement // the agreement that made layout, answering late prepares; loop only
+	lossAt  time.Time          // when the loss that began the agreement was seen
+	fatal   error              // set once when the job cannot go on
+	changed chan struct{}      // closed (and replaced) at every new generation or fatal; under mu
+}
+
+type recEvent struct {
+	lost    int // a lost slot, or -1
+	why     string
+	from    int
+	payload []byte
+	note    bool   // the loss is only recorded (LossReturn)
+	request []byte // shrink or grow asked for by this rank's program
+}
+
+// note records the loss of slot in LossReturn mode: no agreement starts.
+func (r *recovery) note(slot int, why string) { r.post(recEvent{lost: slot, why: why, note: true}) }
+
+func newRecovery(l *links, j *Job) *recovery {
+	r := &recovery{
+		l: l, job: j,
+		kick:    make(chan struct{}, 1),
+		layout:  elastic.Initial(j.Size, j.Spares),
+		failed:  make(map[int]string),
+		changed: make(chan struct{}),
+	}
+	r.layout.Gen = int(j.Incarnation)
+	return r
+}
+
+// lost queues the loss of slot (detector or broken connection).
+func (r *recovery) lost(slot int, why string) { r.post(recEvent{lost: slot, why: why}) }
+
+// message queues an agreement message from slot from (reader goroutine).
+// The bytes are decoded by the loop, which refuses bad ones.
+func (r *recovery) message(from int, payload []byte) error {
+	r.post(recEvent{lost: -1, from: from, payload: append([]byte(nil), payload...)})
+	return nil
+}
+
+func (r *recovery) post(e recEvent) {
+	r.mu.Lock()
+	if r.fatal == nil && len(r.events) < 4*r.l.slots+64 {
+		r.events = append(r.events, e)
+	}
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recovery) loop() {
+	for {
+		select {
+		case <-r.kick:
+		case <-r.l.stopRec:
+			return
+		}
+		for {
+			r.mu.Lock()
+			if len(r.events) == 0 || r.fatal != nil {
+				r.mu.Unlock()
+				break
+			}
+			e := r.events[0]
+			r.events = r.events[1:]
+			r.mu.Unlock()
+			r.handle(e)
+		}
+	}
+}
+
+func (r *recovery) handle(e recEvent) {
+	if e.request != nil {
+		r.onRequest(e.request)
+	} else if e.lost >= 0 {
+		r.onLost(e.lost, e.why, e.note)
+	} else {
+		var m elastic.Msg
+		if err := m.UnmarshalBinary(e.payload, r.l.slots); err != nil {
+			r.end(codes.As(err))
+			return
+		}
+		r.onMessage(e.from, m)
+	}
+	r.progress()
+}
+
+func (r *recovery) failedList() []int {
+	out := make([]int, 0, len(r.failed))
+	for s := range r.failed {
+		out = append(out, s)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func (r *recovery) onLost(slot int, why string, note bool) {
+	if _, seen := r.failed[slot]; seen || slot == r.l.self {
+		return
+	}
+	r.failed[slot] = why
+	if p := r.l.peers[slot]; p != nil {
+		p.close()
+	}
+	if note || r.l.lossReturn.Load() {
+		if r.eng != nil {
+			r.send(r.eng.Suspect(slot))
+		}
+		return // the program manages its losses (SPEC §10.3)
+	}
+	if r.prev != nil {
+		r.send(r.prev.Suspect(slot)) // a slot still deciding the last switch may need this one
+	}
+	if r.eng != nil {
+		r.send(r.eng.Suspect(slot))
+		return
+	}
+	if _, isRank := r.layout.RankOf(slot); !isRank {
+		if r.layout.IsSpare(slot) {
+			r.report("spare", fmt.Sprintf("slot %d (a spare) lost: %s", slot, why), slot)
+		}
+		return // a lost spare is recorded and nothing else happens
+	}
+	r.begin(slot, why)
+}
+
+// begin abandons this generation and starts the agreement on the next.
+func (r *recovery) begin(slot int, why string) {
+	if _, err := r.layout.Next(r.failedList()); err != nil {
+		// No spare left (SPEC §10.2 step 5): the job ends as without
+		// recovery, and the launcher may restart it.
+		rank, _ := r.layout.RankOf(slot)
+		r.end(&codes.Error{Code: codes.PeerLost, Rank: rank,
+			Msg:   fmt.Sprintf("rank %d (slot %d) lost: %s; no spare left to take its place (%v)", rank, slot, why, err),
+			Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost}})
+		return
+	}
+	r.lossAt = time.Now()
+	r.abandon(slot, why)
+	r.eng = elastic.NewAgreement(r.l.self, r.layout)
+	c := r.l.cur.Load()
+	c.failurePoint("agree", 1)
+	r.send(r.eng.Start(r.failedList()))
+}
+
+// abandon ends the current generation's communicator: not the job.
+func (r *recovery) abandon(slot int, why string) {
+	c := r.l.cur.Load()
+	if c.recovering.Load() {
+		return
+	}
+	rank, _ := r.layout.RankOf(slot)
+	c.recovering.Store(true)
+	c.end(&codes.Error{Code: codes.PeerLost, Rank: rank,
+		Msg:   fmt.Sprintf("rank %d lost (slot %d: %s): the job recovers in generation %d", rank, slot, why, r.layout.Gen+1),
+		Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost}}, nil)
+}
+
+func (r *recovery) onMessage(from int, m elastic.Msg) {
+	switch {
+	case m.Gen == r.layout.Gen+1 && r.eng == nil && r.l.lossReturn.Load():
+		// Another rank asked to shrink or grow: this one promises once
+		// its program asks too; a spare at once.
+		r.newRegroup()
+		r.send(r.eng.Receive(from, m))
+	case m.Gen == r.layout.Gen+1:
+		if r.eng == nil {
+			// Another slot saw a loss first.
+			r.lossAt = time.Now()
+			r.abandon(-1, "told by slot "+fmt.Sprint(from))
+			r.eng = elastic.NewAgreement(r.l.self, r.layout)
+			r.l.cur.Load().failurePoint("agree", 1)
+			if fl := r.failedList(); len(fl) > 0 {
+				r.send(r.eng.Start(fl))
+			}
+		}
+		r.send(r.eng.Receive(from, m))
+	case m.Gen == r.layout.Gen && r.prev != nil:
+		r.send(r.prev.Receive(from, m))
+	}
+}
+
+// newRegroup starts the agreement a shrink or grow asks for.
+func (r *recovery) newRegroup() {
+	r.eng = elastic.NewRegroup(r.l.self, r.layout)
+	if r.layout.IsSpare(r.l.self) {
+		r.send(r.eng.SetInput([]byte{}))
+	}
+	r.send(r.eng.Start(r.failedList()))
+}
+
+// onRequest takes this rank's shrink or grow.
+func (r *recovery) onRequest(input []byte) {
+	if r.eng == nil {
+		r.newRegroup()
+	}
+	r.send(r.eng.SetInput(input))
+}
+
+func (r *recovery) send(outs []elastic.Out) {
+	for _, o := range outs {
+		if o.To < 0 || o.To >= r.l.slots || o.To == r.l.self {
+			continue
+		}
+		p := r.l.peers[o.To]
+		if p == nil || p.gone.Load() {
+			continue
+		}
+		b, err := o.Msg.MarshalBinary()
+		if err != nil || len(b) > wire.MaxAgree {
+			r.end(codes.New(codes.JobEnded, "agreement: a message does not encode: %v", err))
+			return
+		}
+		p.control(wire.Agree, append([]byte{agreeLayout}, b...))
+		p.readSoon() // its answer: the reader goroutine must not wait out its grace (peer.go)
+	}
+}
+
+// progress acts on the engine's outcome: a decided layout is entered; an
+// engine that cannot finish ends the job.
+func (r *recovery) progress() {
+	for r.eng != nil {
+		if err := r.eng.Err(); err != nil {
+			r.end(err)
+			return
+		}
+		l, ok, err := r.eng.DecidedLayout()
+		if err != nil {
+			r.end(err)
+			return
+		}
+		if !ok {
+			return
+		}
+		r.prev, r.eng = r.eng, nil
+		r.switchTo(l)
+		// A loss during the agreement is handled in the next generation
+		// (a program that manages its losses is told, and asks again).
+		for _, s := range r.failedList() {
+			if r.l.lossReturn.Load() {
+				if _, isRank := r.layout.RankOf(s); isRank {
+					r.l.cur.Load().lostReturn(s, r.failed[s])
+				}
+				continue
+			}
+			if _, isRank := r.layout.RankOf(s); isRank && r.eng == nil {
+				r.begin(s, r.failed[s])
+			}
+		}
+	}
+}
+
+func (r *recovery) switchTo(l elastic.Layout) {
+	for _, s := range l.Lost {
+		if s == r.l.self {
+			r.end(&codes.Error{Code: codes.PeerLost, Rank: -1, Msg: fmt.Sprintf("slot %d was declared lost by the others in generation %d", s, l.Gen),
+				Cause: &codes.Cause{Kind: codes.CauseLost, Rank: -1, Code: codes.PeerLost}})
+			return
+		}
+	}
+	for _, s := range l.Lost {
+		if _, ok := r.failed[s]; !ok {
+			r.failed[s] = "declared lost by the agreement"
+			if p := r.l.peers[s]; p != nil {
+				p.close()
+			}
+		}
+	}
+	old := r.l.cur.Load()
+	r.layout = l
+	c := r.l.genComm(r.job, uint32(l.Gen), l.Ranks)
+	c.layout = l
+	c.jobPub, c.jobPriv, c.spin, c.failures = old.jobPub, old.jobPriv, old.spin, old.failures
+	r.l.enter(c)
+	r.report("generation", "")
+	r.mu.Lock()
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// end ends the job: no generation follows. The others are told.
+func (r *recovery) end(err error) {
+	if err == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.fatal != nil {
+		r.mu.Unlock()
+		return
+	}
+	r.fatal = err
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+	c := r.l.cur.Load()
+	e := codes.As(err)
+	reason := wire.Reason{Code: codes.JobEnded, Cause: codes.CauseFailed, Rank: int32(c.origin()), Msg: oneLine(err.Error())}
+	if e != nil && e.Cause != nil {
+		reason.Code, reason.Cause = e.Cause.Code, e.Cause.Kind
+		if e.Cause.Rank >= 0 {
+			reason.Rank = int32(e.Cause.Rank)
+		}
+	}
+	if c.recovering.Load() {
+		c.tell(reason)
+		return
+	}
+	c.end(err, &reason)
+}
+
+// abortIn takes an abort frame while this slot is between generations:
+// the job ends.
+func (r *recovery) abortIn(from int, reason wire.Reason) {
+	msg := fmt.Sprintf("job ended by rank %d: %s", reason.Rank, reason.Msg)
+	r.mu.Lock()
+	if r.fatal == nil {
+		r.fatal = &codes.Error{Code: codes.JobEnded, Rank: from, Msg: msg, Cause: &codes.Cause{Kind: reason.Cause, Rank: int(reason.Rank), Code: reason.Code}}
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
+	r.mu.Unlock()
+}
+
+// state returns the fatal error, if any, and the channel closed at the
+// next change.
+func (r *recovery) state() (error, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fatal, r.changed
+}
+
+// genReport is what a slot tells its launcher about a generation it
+// entered (protocol.md §12): a `\x1esperli-gen ` line on its standard
+// error, of which the launcher writes the generation record.
+type genReport struct {
+	Kind   string `json:"kind"` // "generation" or "spare"
+	Gen    int    `json:"generation"`
+	Slot   int    `json:"slot"`
+	Rank   int    `json:"rank"` // -1 for a spare
+	Size   int    `json:"size"`
+	Ranks  []int  `json:"ranks"`
+	Spares []int  `json:"spares"`
+	Lost   []int  `json:"lost"`
+	Cause  string `json:"cause"`
+	Pid    int    `json:"pid"`
+	Msg    string `json:"msg,omitempty"`
+	MS     int64  `json:"ms"` // from the loss seen here to this slot entering the generation
+}
+
+// GenPrefix starts a generation report line (protocol.md §12).
+const GenPrefix = "\x1esperli-gen "
+
+func (r *recovery) report(kind, msg string, lost ...int) {
+	if !r.job.Launched {
+		return
+	}
+	l := r.layout
+	rank, ok := l.RankOf(r.l.self)
+	if !ok {
+		rank = -1
+	}
+	var causes []string
+	for _, s := range l.Lost {
+		causes = append(causes, fmt.Sprintf("slot %d: %s", s, r.failed[s]))
+	}
+	rep := genReport{Kind: kind, Gen: l.Gen, Slot: r.l.self, Rank: rank, Size: len(l.Ranks), Ranks: l.Ranks, Spares: l.Spares, Lost: l.Lost,
+		Cause: strings.Join(causes, "; "), Pid: os.Getpid(), Msg: msg, MS: time.Since(r.lossAt).Milliseconds()}
+	if lost != nil {
+		rep.Lost = lost
+	}
+	b, _ := json.Marshal(rep)
+	fmt.Fprintf(os.Stderr, "%s%s\n", GenPrefix, b)
+}
+
+// ErrSpareDone is returned by await to a spare whose job finished without
+// needing it.
+var errSpareDone = fmt.Errorf("the job finished without needing this spare")
+
+// await waits until this slot is a rank of a generation after c's (it
+// returns that communicator), or the job ends (the error), or — for a
+// spare — every rank has finished (errSpareDone).
+func (r *recovery) await(ctx context.Context, c *Comm) (*Comm, error) {
+	for {
+		fatal, changed := r.state()
+		if fatal != nil {
+			return c, fatal
+		}
+		if nc := r.l.cur.Load(); nc.inc > c.inc {
+			if nc.rank >= 0 {
+				return nc, nil
+			}
+			c = nc // still a spare, in a later generation
+		}
+		if c.rank < 0 && r.ranksDone(c) {
+			return c, errSpareDone
+		}
+		select {
+		case <-changed:
+		case <-c.dead:
+			if !c.recovering.Load() {
+				return c, c.deadErr()
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return c, ctx.Err()
+			}
+		case <-r.l.byes:
+		case <-ctx.Done():
+			return c, ctx.Err()
+		}
+	}
+}
+
+// ranksDone reports whether every rank of c's generation has said bye or
+// is gone.
+func (r *recovery) ranksDone(c *Comm) bool {
+	for _, p := range c.peers {
+		if p != nil && !p.bye.Load() && !p.gone.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// Run joins the job of j (Init) and runs fn as this rank's program. In a
+// job with spares (SPEC §10.2) a loss does not end it: the live slots
+// agree on the next generation, fn's calls return, and Run calls fn again
+// with the new generation's communicator (the program rolls back to its
+// newest checkpoint with Resume); a spare slot waits in Run until it takes
+// a lost rank's place, or until the job has finished without it. Run
+// returns the communicator the program ended in and its error: the caller
+// ends the process with Exit(c, err), as after Init.
+func Run(ctx context.Context, j *Job, fn func(context.Context, *Comm) error) (*Comm, error) {
+	c, err := Init(ctx, j)
+	if err != nil {
+		return nil, err
+	}
+	rec := c.links.rec
+	if j.Incarnation > 0 {
+		rec.report("start", "") // for the launcher's time of a restart
+	}
+	if c.rank < 0 {
+		c, err = rec.await(ctx, c)
+		if err == errSpareDone {
+			return c, c.Finish()
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	for {
+		err = fn(ctx, c)
+		if !c.recovering.Load() {
+			// The program may have moved on to a later generation
+			// (shrink, grow): the job ends there.
+			if cur := c.links.cur.Load(); cur.inc > c.inc && !cur.recovering.Load() && cur.rank >= 0 {
+				c = cur
+			}
+			return c, err
+		}
+		if c, err = rec.await(ctx, c); err != nil {
+			return c, err
+		}
+	}
+}
+
+// Recovering reports whether c's generation was abandoned for the next
+// (in-place recovery): its calls return H1611, and Next gives the next
+// generation's communicator.
+func (c *Comm) Recovering() bool { return c.recovering.Load() }
+
+// Spare reports whether this slot is a spare in c's generation (Rank is
+// then -1).
+func (c *Comm) Spare() bool { return c.rank < 0 }
+
+// ErrSpareDone is Next's error for a spare whose job finished without
+// needing it: the caller finishes c and ends with 0.
+var ErrSpareDone = errSpareDone
+
+// Next waits until this slot is a rank of a generation after c's and
+// returns its communicator — what Run does between calls of its function,
+// for a program that joined with Init (the C library). For a spare whose
+// job finished without it, it returns ErrSpareDone; when the job ended,
+// its error.
+func (c *Comm) Next(ctx context.Context) (*Comm, error) {
+	return c.links.rec.await(ctx, c)
+}
+
+// Generation is the generation of the job this communicator belongs to
+// (SPEC §10.1): 0 at launch, one more at each recovery or restart.
+func (c *Comm) Generation() int { return int(c.inc) }
+
+// Slot is this process's slot, fixed for its life.
+func (c *Comm) Slot() int { return c.links.self }
+
+// Layout returns this generation's layout: the slot of each rank, the
+// live spares, the slots lost since the generation before (SPEC §10.4).
+func (c *Comm) Layout() elastic.Layout {
+	l := c.layout
+	l.Ranks, l.Spares, l.Lost = slices.Clone(l.Ranks), slices.Clone(l.Spares), slices.Clone(l.Lost)
+	return l
+}

@@ -1,0 +1,448 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+
+	"sperli/codes"
+	"sperli/elastic"
+	"sperli/wire"
+)
+
+// Programs that manage losses themselves (SPEC §10.3), in the manner of
+// ULFM: after SetOnLoss(LossReturn) a loss ends neither the job nor the
+// generation; a call that needs a lost rank returns H1611, and the
+// program uses Failed, Revoke, Agree, Shrink and Grow.
+
+// LossMode says what a loss does.
+type LossMode int
+
+const (
+	// LossRecover is the default: in place with spares (SPEC §10.2),
+	// else the job ends (H1611 here, H1612 elsewhere).
+	LossRecover LossMode = iota
+	// LossReturn keeps the job running: calls that need a lost rank
+	// return H1611; the others go on.
+	LossReturn
+)
+
+// SetOnLoss sets what a loss does, for the whole job. Every rank makes
+// the call, in the same order as its collectives (it is not one: it
+// changes only this rank, at once).
+func (c *Comm) SetOnLoss(m LossMode) error {
+	if m != LossRecover && m != LossReturn {
+		return &codes.Error{Code: codes.OutOfRange, Op: "set_on_loss", Rank: -1, Msg: fmt.Sprintf("set_on_loss: mode %d, want LossRecover or LossReturn", m)}
+	}
+	c.mu.Lock()
+	err := c.callableLocked("set_on_loss")
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if c.links.lossReturn.Swap(m == LossReturn) != (m == LossReturn) && c.links.rec != nil {
+		// The launcher keeps such a job running after a loss.
+		c.links.rec.report("mode", map[bool]string{true: "return", false: "recover"}[m == LossReturn])
+	}
+	return nil
+}
+
+// lostReturn records the loss of slot in LossReturn mode: its connection
+// closes, the receives from it and the collectives that wait for it
+// return H1611; nothing else ends.
+func (c *Comm) lostReturn(slot int, why string) {
+	c.mu.Lock()
+	if _, seen := c.failedSlots[slot]; seen {
+		c.mu.Unlock()
+		return
+	}
+	c.failedSlots[slot] = why
+	rank := c.slotRank[slot]
+	var ops []*recvOp
+	if rank >= 0 {
+		ops = c.match.cancelFrom(rank)
+	}
+	c.mu.Unlock()
+	if p := c.links.peers[slot]; p != nil {
+		p.close()
+	}
+	for _, op := range ops {
+		op.err = c.lostErr("recv", rank, why)
+		close(op.done)
+	}
+	c.wakeAll()
+	c.agrees.suspect(slot)
+	if c.links.rec != nil {
+		c.links.rec.note(slot, why)
+	}
+}
+
+func (c *Comm) lostErr(op string, rank int, why string) error {
+	return &codes.Error{Code: codes.PeerLost, Op: op, Rank: rank, Msg: fmt.Sprintf("%s: rank %d lost: %s", op, rank, why),
+		Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost}}
+}
+
+// peerFailedLocked is the error of a call on c that needs rank r of c
+// when it is lost or c is revoked; nil otherwise. Call with c.mu held.
+func (c *Comm) peerFailedLocked(op string, r int) error {
+	if c.revoked {
+		return c.revokedErr(op)
+	}
+	if r < 0 || r >= c.size {
+		return nil
+	}
+	w := c.worldRank(r)
+	if w < 0 || w >= len(c.world.layout.Ranks) {
+		return nil
+	}
+	if why, lost := c.failedSlots[c.world.layout.Ranks[w]]; lost {
+		return c.lostErr(op, r, why)
+	}
+	return nil
+}
+
+// failedRankLocked reports whether some rank of c is lost.
+func (c *Comm) anyFailedLocked() (int, string, bool) {
+	for r := 0; r < c.size; r++ {
+		if why, lost := c.failedSlots[c.slotOfLocked(r)]; lost {
+			return r, why, true
+		}
+	}
+	return -1, "", false
+}
+
+func (c *Comm) slotOfLocked(r int) int { return c.world.layout.Ranks[c.worldRank(r)] }
+
+func (c *Comm) revokedErr(op string) error {
+	return &codes.Error{Code: codes.Revoked, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: the communicator was revoked", op)}
+}
+
+// Failed returns the ranks of c this rank knows lost, sorted; the list
+// only grows.
+func (c *Comm) Failed() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for r := 0; r < c.size; r++ {
+		if _, lost := c.failedSlots[c.slotOfLocked(r)]; lost {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Revoke makes every live rank's calls on c, pending and later, return
+// H1626, except Failed, Agree and Shrink. It reaches every rank even when
+// this one is lost meanwhile: each rank passes it on once.
+func (c *Comm) Revoke() error {
+	c.revoke(-1)
+	return nil
+}
+
+func (c *Comm) revoke(from int) {
+	c.mu.Lock()
+	if c.revoked {
+		c.mu.Unlock()
+		return
+	}
+	c.revoked = true
+	ops := c.match.cancelCtx(c.ctxID)
+	c.mu.Unlock()
+	for _, op := range ops {
+		op.err = c.revokedErr("recv")
+		close(op.done)
+	}
+	c.coll.wake(nil)
+	for r := 0; r < c.size; r++ {
+		if p := c.peerAt(r); p != nil && c.worldRank(r) != from && !p.gone.Load() {
+			p.controlOf(c.inc, wire.Revoke, binary.BigEndian.AppendUint32(nil, c.ctxID))
+		}
+	}
+}
+
+// revokeIn takes a revoke frame from job rank from.
+func (c *Comm) revokeIn(from int, payload []byte) error {
+	id := binary.BigEndian.Uint32(payload)
+	c.mu.Lock()
+	to, ok := c.comms[id]
+	c.mu.Unlock()
+	if !ok {
+		return nil // a communicator this rank has not made, or has left
+	}
+	if to.rankOf(from) < 0 {
+		return violation(from, "it revoked communicator %d, which it is not in", id)
+	}
+	to.revoke(from)
+	return nil
+}
+
+// agreeValue is the decided value of an Agree: the AND of the flags and
+// the failed slots.
+func agreeValue(flag uint64, failed []int) []byte {
+	b := binary.BigEndian.AppendUint64(nil, flag)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(failed)))
+	for _, s := range failed {
+		b = binary.BigEndian.AppendUint16(b, uint16(s))
+	}
+	return b
+}
+
+func parseAgreeValue(b []byte, slots int) (uint64, []int, error) {
+	if len(b) < 10 {
+		return 0, nil, codes.New(codes.ProtocolViolation, "agree: a decided value of %d bytes", len(b))
+	}
+	flag := binary.BigEndian.Uint64(b)
+	n := int(binary.BigEndian.Uint16(b[8:]))
+	if n > slots || len(b) != 10+2*n {
+		return 0, nil, codes.New(codes.ProtocolViolation, "agree: a decided value of %d bytes naming %d slots", len(b), n)
+	}
+	var failed []int
+	for i := 0; i < n; i++ {
+		s := int(binary.BigEndian.Uint16(b[10+2*i:]))
+		if s >= slots {
+			return 0, nil, codes.New(codes.ProtocolViolation, "agree: a decided value names slot %d of %d", s, slots)
+		}
+		failed = append(failed, s)
+	}
+	return flag, failed, nil
+}
+
+// agrees holds a generation's consensus instances of Agree, by
+// communicator and call number, and the messages that came for one this
+// rank has not started.
+type agrees struct {
+	mu    sync.Mutex
+	insts map[[2]uint32]*agreeInst
+	early map[[2]uint32][]agreeMsg
+	n     int // early messages kept
+}
+
+type agreeInst struct {
+	c    *Comm
+	eng  *elastic.Agreement
+	done chan struct{} // closed when decided or failed
+	shut bool
+}
+
+type agreeMsg struct {
+	from int
+	m    elastic.Msg
+}
+
+// maxEarlyAgree bounds the messages kept for Agree calls not yet made.
+const maxEarlyAgree = 4096
+
+func (a *agrees) suspect(slot int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, in := range a.insts {
+		in.send(in.eng.Suspect(slot))
+	}
+}
+
+// in takes an agree message for communicator id, call k, from slot from.
+func (a *agrees) in(from int, id, k uint32, m elastic.Msg) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	key := [2]uint32{id, k}
+	in, ok := a.insts[key]
+	if !ok {
+		if a.n >= maxEarlyAgree {
+			return violation(from, "it sent more than %d agree messages for calls this rank has not made", maxEarlyAgree)
+		}
+		if a.early == nil {
+			a.early = map[[2]uint32][]agreeMsg{}
+		}
+		a.early[key] = append(a.early[key], agreeMsg{from, m})
+		a.n++
+		return nil
+	}
+	in.send(in.eng.Receive(from, m))
+	return nil
+}
+
+func (in *agreeInst) send(outs []elastic.Out) {
+	for _, o := range outs {
+		p := in.c.links.peers[o.To]
+		if p == nil || p.gone.Load() {
+			continue
+		}
+		b, err := o.Msg.MarshalBinary()
+		if err != nil {
+			continue
+		}
+		head := []byte{agreeComm}
+		head = binary.BigEndian.AppendUint32(head, in.c.ctxID)
+		head = binary.BigEndian.AppendUint32(head, uint32(o.Msg.Gen))
+		p.controlOf(in.c.inc, wire.Agree, append(head, b...))
+		p.readSoon()
+	}
+	if !in.shut {
+		if _, ok := in.eng.Decided(); ok || in.eng.Err() != nil {
+			in.shut = true
+			close(in.done)
+		}
+	}
+}
+
+// Purposes of an agree frame (its first byte, protocol.md §12).
+const (
+	agreeLayout = 0 // the agreement on the next generation's layout
+	agreeComm   = 1 // a Comm.Agree: then the communicator id and the call number, u32 each
+)
+
+// Agree is a collective over the live ranks of c: it returns the bitwise
+// AND of their flags, the same on every live rank, and after it Failed is
+// the same on every live rank. It works on a revoked communicator. It
+// needs a majority of c's ranks live (else H1611: two sides of a
+// partition must not both go on).
+func (c *Comm) Agree(ctx context.Context, flag uint64) (uint64, error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return 0, c.err
+	}
+	c.agreeN++
+	k := c.agreeN
+	members := make([]int, c.size)
+	for r := range members {
+		members[r] = c.slotOfLocked(r)
+	}
+	var known []int
+	for _, s := range members {
+		if _, lost := c.failedSlots[s]; lost {
+			known = append(known, s)
+		}
+	}
+	c.mu.Unlock()
+	slots := c.links.slots
+	eng := elastic.NewConsensus(c.links.self, members, slots, int(k), func(failed []int, inputs map[int][]byte) ([]byte, error) {
+		and := ^uint64(0)
+		for _, in := range inputs {
+			if len(in) != 8 {
+				return nil, codes.New(codes.ProtocolViolation, "agree: an input of %d bytes", len(in))
+			}
+			and &= binary.BigEndian.Uint64(in)
+		}
+		return agreeValue(and, failed), nil
+	})
+	in := &agreeInst{c: c, eng: eng, done: make(chan struct{})}
+	a := &c.agrees
+	a.mu.Lock()
+	if a.insts == nil {
+		a.insts = map[[2]uint32]*agreeInst{}
+	}
+	key := [2]uint32{c.ctxID, uint32(k)}
+	a.insts[key] = in
+	in.send(eng.SetInput(binary.BigEndian.AppendUint64(nil, flag)))
+	in.send(eng.Start(known))
+	for _, e := range a.early[key] {
+		in.send(eng.Receive(e.from, e.m))
+	}
+	a.n -= len(a.early[key])
+	delete(a.early, key)
+	a.mu.Unlock()
+	defer leaveWait(enterWait(collWait{uint64(k), wire.Call{Kind: uint8(KindAgree)}, -1}))
+	select {
+	case <-in.done:
+	case <-c.dead:
+		return 0, c.deadErr()
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	a.mu.Lock()
+	v, _ := eng.Decided()
+	err := eng.Err()
+	a.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	and, failed, err := parseAgreeValue(v, slots)
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range failed {
+		if s != c.links.self {
+			c.lostReturn(s, "agreed lost")
+		}
+	}
+	if slices.Contains(failed, c.links.self) {
+		return 0, &codes.Error{Code: codes.PeerLost, Op: "agree", Rank: c.rank, Msg: "agree: the others agreed that this rank is lost"}
+	}
+	return and, nil
+}
+
+// agreeIn takes a Comm.Agree message (its frame's payload) from p.
+func (c *Comm) agreeIn(p *peer, payload []byte) error {
+	if len(payload) < 9 || payload[0] != agreeComm {
+		return violation(p.rank, "it sent an agree frame of %d bytes, purpose %d", len(payload), payload[0])
+	}
+	id, k := binary.BigEndian.Uint32(payload[1:]), binary.BigEndian.Uint32(payload[5:])
+	var m elastic.Msg
+	if err := m.UnmarshalBinary(payload[9:], c.links.slots); err != nil {
+		return err
+	}
+	if m.Gen != int(k) {
+		return violation(p.rank, "it sent an agree message of call %d in a frame of call %d", m.Gen, k)
+	}
+	c.mu.Lock()
+	to, ok := c.comms[id]
+	c.mu.Unlock()
+	if !ok {
+		return nil // a communicator this rank has not made (split) or left
+	}
+	return to.agrees.in(p.rank, id, k, m)
+}
+
+// Shrink is a collective over the live ranks of the job's communicator c:
+// it returns a new communicator of them, renumbered in their old order,
+// in generation + 1 (rank 0's roles pass to the new rank 0); c is revoked.
+// With no rank lost it returns c.
+func (c *Comm) Shrink(ctx context.Context) (*Comm, error) { return c.regroup(ctx, "shrink") }
+
+// Grow promotes live spares into the places of the lost ranks (the rule
+// of in-place recovery) and returns the new communicator, in generation
+// + 1; the promoted spares run the program from its start (Run). With no
+// rank lost it returns c; without spares enough it is H1611.
+func (c *Comm) Grow(ctx context.Context) (*Comm, error) { return c.regroup(ctx, "grow") }
+
+func (c *Comm) regroup(ctx context.Context, op string) (*Comm, error) {
+	if c.Sub() {
+		return nil, &codes.Error{Code: codes.Finished, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: only the job's communicator is shrunk or grown; split the result again", op)}
+	}
+	if !c.links.lossReturn.Load() {
+		return nil, &codes.Error{Code: codes.Finished, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: the job recovers losses itself; call set_on_loss(\"return\") first", op)}
+	}
+	// The failed set, the same on every live rank.
+	if _, err := c.Agree(ctx, 1); err != nil {
+		return nil, err
+	}
+	if len(c.Failed()) == 0 {
+		return c, nil
+	}
+	rec := c.links.rec
+	input := elastic.InputGrow
+	if op == "shrink" {
+		input = elastic.InputShrink
+	}
+	_, changed := rec.state()
+	rec.post(recEvent{lost: -1, from: -1, request: input})
+	for {
+		fatal, next := rec.state()
+		if fatal != nil {
+			return nil, fatal
+		}
+		if nc := c.links.cur.Load(); nc.inc > c.inc {
+			c.revoke(-1)
+			return nc, nil
+		}
+		select {
+		case <-changed:
+			changed = next
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,469 @@
+// Package elastic tests in-place recovery with warm spares (SPEC §10.2)
+// as processes: the real `sperli run --spares S --record FILE`, real
+// ranks on loopback, SIGKILL by the test failure schedule. The oracle
+// reads only the record file and the program's output: generations
+// consecutive and chained by SHA-256, each loss recorded once, lost ranks
+// taken by the lowest spares in rank order, the survivors' pids unchanged
+// (nobody relaunched), and the result equal to that of a run without
+// failures.
+package elastic
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"sperli/tests/internal/testbin"
+)
+
+var (
+	root, sperli, stencil string
+	baseEnv               []string
+)
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	var err error
+	if root, err = testbin.Root(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	dir, err := testbin.TempDir("sperli-elastic-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	sperli = filepath.Join(dir, "sperli")
+	if err := testbin.Build(root, [][2]string{{sperli, "./cmd/sperli"}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	stencil = filepath.Join(root, "scripts", "examples", "stencil.star")
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "SPERLI_REFUSED_HOSTS", "SPERLI_TEST_FAILURE_SCHEDULE", "NO_COLOR", "XDG_CACHE_HOME":
+			continue
+		}
+		baseEnv = append(baseEnv, kv)
+	}
+	baseEnv = append(baseEnv, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+	return m.Run()
+}
+
+const timeout = 90 * time.Second
+
+// run runs `sperli run ARGS` in a fresh directory with the schedule.
+func run(t *testing.T, schedule string, args ...string) (testbin.Result, string) {
+	t.Helper()
+	work := t.TempDir()
+	cmd := exec.Command(sperli, append([]string{"run"}, args...)...)
+	cmd.Dir = work
+	cmd.Env = append(slices.Clone(baseEnv), "TMPDIR="+t.TempDir())
+	if schedule != "" {
+		cmd.Env = append(cmd.Env, "SPERLI_TEST_FAILURE_SCHEDULE="+schedule)
+	}
+	return testbin.Start(t, cmd).Wait(t, timeout), work
+}
+
+var checksumRE = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] (cells=\d+ steps=\d+ checksum=\d+)$`)
+
+func result(t *testing.T, r testbin.Result) string {
+	t.Helper()
+	m := checksumRE.FindAllStringSubmatch(r.Stdout, -1)
+	if len(m) != 1 {
+		t.Fatalf("%d result lines, want 1\n%v", len(m), r)
+	}
+	return m[0][1]
+}
+
+type genRecord struct {
+	Job    string         `json:"job"`
+	Gen    int            `json:"generation"`
+	Size   int            `json:"size"`
+	Ranks  []int          `json:"ranks"`
+	Spares []int          `json:"spares"`
+	Lost   []int          `json:"lost"`
+	Hosts  map[string]any `json:"hosts"`
+	Pids   map[string]int `json:"pids"`
+	Cause  string         `json:"cause"`
+	Prev   string         `json:"prev"`
+}
+
+// oracle checks the record file on its own and returns its generations:
+// a job of n ranks and spares spares that recovers in place.
+func oracle(t *testing.T, path string, n, spares int) []genRecord {
+	return checkRecord(t, path, n, spares, false)
+}
+
+// checkRecord is the oracle; with shrink, each generation drops its lost
+// ranks (renumbered in their old order) instead of promoting spares.
+func checkRecord(t *testing.T, path string, n, spares int, shrink bool) []genRecord {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var gens []genRecord
+	prev := ""
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		dec := json.NewDecoder(strings.NewReader(string(line)))
+		dec.DisallowUnknownFields()
+		var g genRecord
+		if err := dec.Decode(&g); err != nil {
+			t.Fatalf("record line %d: %v: %s", len(gens)+1, err, line)
+		}
+		if g.Gen != len(gens) {
+			t.Fatalf("record line %d is generation %d, want %d (consecutive)", len(gens)+1, g.Gen, len(gens))
+		}
+		if g.Prev != prev {
+			t.Fatalf("generation %d: prev %q, want the SHA-256 of the line before, %q", g.Gen, g.Prev, prev)
+		}
+		sum := sha256.Sum256(line)
+		prev = hex.EncodeToString(sum[:])
+		if (g.Size != n && !shrink) || len(g.Ranks) != g.Size {
+			t.Fatalf("generation %d: size %d with %d ranks, want %d", g.Gen, g.Size, len(g.Ranks), n)
+		}
+		gens = append(gens, g)
+	}
+	if len(gens) == 0 {
+		t.Fatal("the record is empty")
+	}
+	g0 := gens[0]
+	for r, s := range g0.Ranks {
+		if s != r {
+			t.Fatalf("generation 0: rank %d is slot %d", r, s)
+		}
+	}
+	if len(g0.Spares) != spares || len(g0.Lost) != 0 {
+		t.Fatalf("generation 0: spares %v lost %v", g0.Spares, g0.Lost)
+	}
+	lostOnce := map[int]bool{}
+	for i := 1; i < len(gens); i++ {
+		a, b := gens[i-1], gens[i]
+		if len(b.Lost) == 0 {
+			t.Fatalf("generation %d records no loss", b.Gen)
+		}
+		pool := slices.Clone(a.Spares)
+		for _, s := range b.Lost {
+			if lostOnce[s] {
+				t.Fatalf("slot %d recorded lost twice (generation %d)", s, b.Gen)
+			}
+			lostOnce[s] = true
+			pool = slices.DeleteFunc(pool, func(x int) bool { return x == s })
+		}
+		if shrink {
+			want := slices.DeleteFunc(slices.Clone(a.Ranks), func(x int) bool { return slices.Contains(b.Lost, x) })
+			if !slices.Equal(b.Ranks, want) {
+				t.Fatalf("generation %d: ranks %v, want %v (the live ones in their old order)", b.Gen, b.Ranks, want)
+			}
+			pool = nil
+		}
+		// Lost ranks, in rank order, go to the lowest spares left.
+		for r, s := range a.Ranks {
+			if shrink {
+				break
+			}
+			if slices.Contains(b.Lost, s) {
+				if len(pool) == 0 || b.Ranks[r] != pool[0] {
+					t.Fatalf("generation %d: rank %d went to slot %d, want the lowest spare of %v", b.Gen, r, b.Ranks[r], pool)
+				}
+				pool = pool[1:]
+			} else if b.Ranks[r] != s {
+				t.Fatalf("generation %d: rank %d moved from live slot %d to %d", b.Gen, r, s, b.Ranks[r])
+			}
+		}
+		if !shrink && !slices.Equal(b.Spares, pool) {
+			t.Fatalf("generation %d: spares %v, want %v", b.Gen, b.Spares, pool)
+		}
+		// Survivors are the same processes.
+		for k, pid := range b.Pids {
+			if old, ok := a.Pids[k]; ok && old != pid {
+				t.Fatalf("generation %d: slot %s has pid %d, was %d (relaunched)", b.Gen, k, pid, old)
+			}
+		}
+	}
+	return gens
+}
+
+// TestInPlaceScenarios: 8 ranks and 2 spares (10 slots), the four
+// scenarios of SPEC §10 and a loss during the agreement; each against a
+// run without failures.
+func TestInPlaceScenarios(t *testing.T) {
+	args := []string{"-n", "8", "--spares", "2", "--silence", "1000", "--checkpoint-dir", "ckpt", "--record", "rec.jsonl", stencil, "4000", "80", "10"}
+	clean, _ := run(t, "", args...)
+	if clean.Code != 0 {
+		t.Fatalf("run without failures: %v", clean)
+	}
+	want := result(t, clean)
+	for _, tc := range []struct {
+		name, schedule string
+		lost           []int // slots lost, in any generation
+	}{
+		{"promotion", "0:3", []int{3}},
+		{"root", "0:0", []int{0}},
+		{"multi", "0:1,0:5", []int{1, 5}},
+		{"continuous", "0:2,1:3", []int{2, 3}},
+		{"during the agreement", "0:2,0:4@agree-1", []int{2, 4}},
+		{"the coordinator during the agreement", "0:2,0:0@agree-1", []int{0, 2}},
+		{"a spare during the agreement", "0:2,0:9@agree-1", []int{2, 9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, work := run(t, tc.schedule, args...)
+			if r.Code != 0 {
+				t.Fatalf("exit %d\n%v", r.Code, r)
+			}
+			if got := result(t, r); got != want {
+				t.Fatalf("result %q, want %q (no failures)", got, want)
+			}
+			if strings.Contains(r.Stderr, "restart") {
+				t.Fatalf("the job was restarted, not recovered in place\n%v", r)
+			}
+			gens := oracle(t, filepath.Join(work, "rec.jsonl"), 8, 2)
+			var lost []int
+			for _, g := range gens {
+				lost = append(lost, g.Lost...)
+			}
+			slices.Sort(lost)
+			if !slices.Equal(lost, tc.lost) {
+				t.Fatalf("lost slots %v, want %v", lost, tc.lost)
+			}
+			if n := strings.Count(r.Stderr, "sperli: generation "); n != len(gens)-1 {
+				t.Fatalf("%d generation lines for %d recoveries\n%s", n, len(gens)-1, r.Stderr)
+			}
+		})
+	}
+}
+
+// TestSparesRunOut: the second loss finds no spare; the launcher restart
+// of SPEC §9.5 takes over and the result is still right.
+func TestSparesRunOut(t *testing.T) {
+	args := []string{"-n", "4", "--spares", "1", "--silence", "1000", "--checkpoint-dir", "ckpt", "--record", "rec.jsonl", stencil, "3000", "60", "10"}
+	clean, _ := run(t, "", args...)
+	want := result(t, clean)
+	r, work := run(t, "0:1,1:2", args...)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%v", r.Code, r)
+	}
+	if got := result(t, r); got != want {
+		t.Fatalf("result %q, want %q", got, want)
+	}
+	if !strings.Contains(r.Stderr, "sperli: generation 1: rank 1") || !strings.Contains(r.Stderr, "restart 1") {
+		t.Fatalf("want an in-place generation, then a restart\n%s", r.Stderr)
+	}
+	b, _ := os.ReadFile(filepath.Join(work, "rec.jsonl"))
+	if !strings.Contains(string(b), `"cause":"restart"`) {
+		t.Fatalf("the record does not show the restart:\n%s", b)
+	}
+}
+
+// TestNoSpareLeftExits75: with spares used up and no checkpoint
+// directory, the job ends with 75 (SPEC §10.2 step 5).
+func TestNoSpareLeftExits75(t *testing.T) {
+	r, _ := run(t, "0:1,1:2", "-n", "3", "--spares", "1", "--silence", "1000", filepath.Join(root, "scripts", "examples", "sum.star"))
+	if r.Code != 75 {
+		t.Fatalf("exit %d, want 75\n%v", r.Code, r)
+	}
+}
+
+// TestHandStartedRecovers: a job made with `sperli job make --spares 1`
+// and started by hand, as another launcher would, recovers in place too:
+// the agreement runs among the slots, not in a launcher. Slot 1 is killed
+// by the test once a checkpoint is committed; the others finish with the
+// result of a run without failures.
+func TestHandStartedRecovers(t *testing.T) {
+	args := []string{stencil, "3000", "1500", "50"}
+	clean, _ := run(t, "", append([]string{"-n", "3", "--checkpoint-dir", "ckpt"}, args...)...)
+	want := result(t, clean)
+
+	dir := t.TempDir()
+	addr := testbin.RandomLoopback(t, 4)
+	hostsFile := testbin.WriteFile(t, filepath.Join(dir, "hosts"), strings.Repeat(addr+"\n", 4), 0o644)
+	work := t.TempDir()
+	env := append(slices.Clone(baseEnv), "TMPDIR="+t.TempDir())
+	mk := exec.Command(sperli, "job", "make", "-n", "3", "--spares", "1", "--silence", "1000", "--hosts", hostsFile, "--checkpoint-dir", "ckpt", "--out", filepath.Join(dir, "job"))
+	mk.Dir, mk.Env = work, env
+	if r := testbin.Start(t, mk).Wait(t, timeout); r.Code != 0 {
+		t.Fatalf("job make: %v", r)
+	}
+	procs := make([]*testbin.Process, 4)
+	for i := range procs {
+		in, err := os.Open(filepath.Join(dir, "job", fmt.Sprintf("rank-%d.job", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		cmd := exec.Command(sperli, append([]string{"rank"}, args...)...)
+		cmd.Dir, cmd.Env, cmd.Stdin = work, env, in
+		procs[i] = testbin.Start(t, cmd)
+	}
+	// A committed epoch: its directory under ckpt/JOB.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	committed := func() bool {
+		m, _ := filepath.Glob(filepath.Join(work, "ckpt", "*", "*"))
+		return len(m) > 0
+	}
+	if !testbin.Poll(ctx, 10*time.Millisecond, committed) {
+		t.Fatal("no checkpoint committed")
+	}
+	procs[1].Cmd.Process.Signal(syscall.SIGKILL)
+	var res []testbin.Result
+	for _, p := range procs {
+		res = append(res, p.Wait(t, timeout))
+	}
+	if got := strings.TrimSpace(res[0].Stdout); got != want {
+		t.Fatalf("slot 0 printed %q, want %q\n%v", res[0].Stdout, want, res[0])
+	}
+	for _, i := range []int{0, 2, 3} {
+		if res[i].Code != 0 {
+			t.Fatalf("slot %d: exit %d, want 0\n%v", i, res[i].Code, res[i])
+		}
+	}
+	if res[1].Code == 0 {
+		t.Fatalf("slot 1 was killed but ended with 0")
+	}
+}
+
+// TestProgramSeesLayout: comm.generation, comm.slot and comm.layout()
+// after slot 1 was replaced by spare slot 3; lines are prefixed by slot.
+func TestProgramSeesLayout(t *testing.T) {
+	prog := filepath.Join(root, "tests", "elastic", "testdata", "layout.star")
+	r, _ := run(t, "0:1", "-n", "3", "--spares", "1", "--silence", "1000", "--checkpoint-dir", "ckpt", prog)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%v", r.Code, r)
+	}
+	want := "[slot 0] rank 0 slot 0 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n" +
+		"[slot 2] rank 2 slot 2 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n" +
+		"[slot 3] rank 1 slot 3 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n"
+	if r.Stdout != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", r.Stdout, want)
+	}
+}
+
+var farmRE = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] (items=\d+ published=\d+ sum=\d+) size=(\d+) generation=(\d+)$`)
+
+// TestTaskFarm: the Starlark master/worker farm of scripts/examples, which
+// manages its losses itself (set_on_loss("return"), revoke, shrink):
+// workers lost, the root lost, losses in two generations. Every item is
+// published once and the sum is that of a run without failures; the
+// record shows each loss once and the survivors never relaunched.
+func TestTaskFarm(t *testing.T) {
+	farm := filepath.Join(root, "scripts", "examples", "farm.star")
+	args := []string{"-n", "6", "--silence", "1000", "--record", "rec.jsonl", farm, "30"}
+	clean, _ := run(t, "", args...)
+	m := farmRE.FindStringSubmatch(clean.Stdout)
+	if clean.Code != 0 || m == nil {
+		t.Fatalf("run without failures: %v", clean)
+	}
+	want := m[1]
+	for _, tc := range []struct {
+		name, schedule string
+		lost           []int
+	}{
+		{"worker", "0:3@collective-2", []int{3}},
+		{"root", "0:0@collective-3", []int{0}},
+		{"two at once", "0:1@collective-2,0:4@collective-2", []int{1, 4}},
+		{"continuous, root second", "0:2@collective-2,1:0@collective-2", []int{0, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, work := run(t, tc.schedule, args...)
+			if r.Code != 0 {
+				t.Fatalf("exit %d\n%v", r.Code, r)
+			}
+			got := farmRE.FindAllStringSubmatch(r.Stdout, -1)
+			if len(got) != 1 || got[0][1] != want {
+				t.Fatalf("result %q, want one line %q\n%v", got, want, r)
+			}
+			gens := checkRecord(t, filepath.Join(work, "rec.jsonl"), 6, 0, true)
+			var lost []int
+			for _, g := range gens {
+				lost = append(lost, g.Lost...)
+			}
+			slices.Sort(lost)
+			if !slices.Equal(lost, tc.lost) {
+				t.Fatalf("lost slots %v, want %v", lost, tc.lost)
+			}
+			last := gens[len(gens)-1]
+			if got[0][2] != fmt.Sprint(last.Size) || got[0][3] != fmt.Sprint(last.Gen) {
+				t.Fatalf("the program ended in size %s generation %s, the record in %d and %d", got[0][2], got[0][3], last.Size, last.Gen)
+			}
+		})
+	}
+}
+
+// TestGrow: a program that manages its losses takes a spare in with
+// grow(); the spare runs main() from its start in generation 1 as rank 1.
+func TestGrow(t *testing.T) {
+	prog := filepath.Join(root, "tests", "elastic", "testdata", "grow.star")
+	r, _ := run(t, "0:1@collective-3", "-n", "3", "--spares", "1", "--silence", "1000", prog)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%v", r.Code, r)
+	}
+	want := "[slot 0] rank 0 size 3 generation 1 joined 0 step 20\n" +
+		"[slot 2] rank 2 size 3 generation 1 joined 0 step 20\n" +
+		"[slot 3] rank 1 size 3 generation 1 joined 1 step 20\n"
+	if r.Stdout != want {
+		t.Fatalf("stdout:\n%s\nwant:\n%s", r.Stdout, want)
+	}
+	if !strings.Contains(r.Stderr, "generation 1: rank 1 (slot 1 on 127.0.0.1) lost: killed by signal 9 (killed); slot 3 on 127.0.0.1 takes rank 1") {
+		t.Fatalf("no generation line:\n%s", r.Stderr)
+	}
+}
+
+// TestSpareLost: a spare killed while the job runs is said and nothing
+// else happens; the job ends with the result of a run without failures.
+func TestSpareLost(t *testing.T) {
+	args := []string{"-n", "3", "--spares", "2", "--silence", "1000", "--checkpoint-dir", "ckpt", "--record", "rec.jsonl", stencil, "3000", "1500", "50"}
+	work := t.TempDir()
+	cmd := exec.Command(sperli, append([]string{"run"}, args...)...)
+	cmd.Dir, cmd.Env = work, append(slices.Clone(baseEnv), "TMPDIR="+t.TempDir())
+	l := testbin.Start(t, cmd)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var pid int
+	if !testbin.Poll(ctx, 10*time.Millisecond, func() bool {
+		b, _ := os.ReadFile(filepath.Join(work, "rec.jsonl"))
+		var g genRecord
+		if json.Unmarshal(b, &g) != nil {
+			return false
+		}
+		pid = g.Pids["4"]
+		m, _ := filepath.Glob(filepath.Join(work, "ckpt", "*", "*"))
+		return pid > 0 && len(m) > 0
+	}) {
+		t.Fatal("no record or no checkpoint")
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	r := l.Wait(t, timeout)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%v", r.Code, r)
+	}
+	if !strings.Contains(r.Stderr, "slot 4 (a spare) lost") {
+		t.Fatalf("the spare's loss is not said:\n%s", r.Stderr)
+	}
+	if strings.Contains(r.Stderr, "generation 1") {
+		t.Fatalf("a spare's loss made a generation:\n%s", r.Stderr)
+	}
+	clean, _ := run(t, "", "-n", "3", "--checkpoint-dir", "ckpt", stencil, "3000", "1500", "50")
+	if got, want := result(t, r), result(t, clean); got != want {
+		t.Fatalf("result %q, want %q", got, want)
+	}
+}
