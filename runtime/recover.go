@@ -120,7 +120,7 @@ func (r *recovery) handle(e recEvent) {
 	} else {
 		var m elastic.Msg
 		if err := m.UnmarshalBinary(e.payload, r.l.slots); err != nil {
-			r.end(codes.As(err))
+			r.end(violation(e.from, "%v", err))
 			return
 		}
 		r.onMessage(e.from, m)
@@ -339,11 +339,14 @@ func (r *recovery) end(err error) {
 	c := r.l.cur.Load()
 	e := codes.As(err)
 	reason := wire.Reason{Code: codes.JobEnded, Cause: codes.CauseFailed, Rank: int32(c.origin()), Msg: oneLine(err.Error())}
-	if e != nil && e.Cause != nil {
+	switch {
+	case e != nil && e.Cause != nil:
 		reason.Code, reason.Cause = e.Cause.Code, e.Cause.Kind
 		if e.Cause.Rank >= 0 {
 			reason.Rank = int32(e.Cause.Rank)
 		}
+	case e != nil && e.Code.Valid():
+		reason.Code = e.Code // a violation: the others learn its code
 	}
 	if c.recovering.Load() {
 		c.tell(reason)

@@ -382,7 +382,7 @@ func (c *Comm) agreeIn(p *peer, payload []byte) error {
 	id, k := binary.BigEndian.Uint32(payload[1:]), binary.BigEndian.Uint32(payload[5:])
 	var m elastic.Msg
 	if err := m.UnmarshalBinary(payload[9:], c.links.slots); err != nil {
-		return err
+		return violation(p.rank, "%v", err)
 	}
 	if m.Gen != int(k) {
 		return violation(p.rank, "it sent an agree message of call %d in a frame of call %d", m.Gen, k)
