@@ -382,7 +382,7 @@ func (c *Comm) agreeIn(p *peer, payload []byte) error {
 	id, k := binary.BigEndian.Uint32(payload[1:]), binary.BigEndian.Uint32(payload[5:])
 	var m elastic.Msg
 	if err := m.UnmarshalBinary(payload[9:], c.links.slots); err != nil {
-		return violation(p.rank, "%v", err)
+		return violation(p.rank, "%s", msgOf(err))
 	}
 	if m.Gen != int(k) {
 		return violation(p.rank, "it sent an agree message of call %d in a frame of call %d", m.Gen, k)
@@ -445,4 +445,12 @@ func (c *Comm) regroup(ctx context.Context, op string) (*Comm, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// msgOf is an error's message without its code.
+func msgOf(err error) string {
+	if e := codes.As(err); e != nil && e.Msg != "" {
+		return e.Msg
+	}
+	return err.Error()
 }
