@@ -120,7 +120,7 @@ func (r *recovery) handle(e recEvent) {
 	} else {
 		var m elastic.Msg
 		if err := m.UnmarshalBinary(e.payload, r.l.slots); err != nil {
-			r.end(violation(e.from, "%s", msgOf(err)))
+			r.end(violation(e.from, "%s", errMsg(err)))
 			return
 		}
 		r.onMessage(e.from, m)

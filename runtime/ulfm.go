@@ -382,7 +382,7 @@ func (c *Comm) agreeIn(p *peer, payload []byte) error {
 	id, k := binary.BigEndian.Uint32(payload[1:]), binary.BigEndian.Uint32(payload[5:])
 	var m elastic.Msg
 	if err := m.UnmarshalBinary(payload[9:], c.links.slots); err != nil {
-		return violation(p.rank, "%s", msgOf(err))
+		return violation(p.rank, "%s", errMsg(err))
 	}
 	if m.Gen != int(k) {
 		return violation(p.rank, "it sent an agree message of call %d in a frame of call %d", m.Gen, k)
@@ -447,8 +447,8 @@ func (c *Comm) regroup(ctx context.Context, op string) (*Comm, error) {
 	}
 }
 
-// msgOf is an error's message without its code.
-func msgOf(err error) string {
+// errMsg is an error's message without its code.
+func errMsg(err error) string {
 	if e := codes.As(err); e != nil && e.Msg != "" {
 		return e.Msg
 	}
