@@ -547,7 +547,7 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 		return op, nil
 	}
 	if p := c.peerOf(r); p != nil && p.bye.Load() {
-		c.match.cancelFrom(source)
+		c.match.cancelFrom(r.src) // the job rank: the matcher's ranks are the job's
 		c.mu.Unlock()
 		r.err = &codes.Error{Code: codes.Finished, Op: "recv", Rank: source, Msg: fmt.Sprintf("recv: rank %d has finished: recv(%d, %d) can never be matched", source, source, tag)}
 		close(r.done)

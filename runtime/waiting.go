@@ -156,7 +156,7 @@ func ParseWaiting(line string) (WaitRecord, bool) {
 // already). The receive stays posted: a Go program that sends to itself
 // afterwards may finish it again.
 func (c *Comm) neverMatches(op *RecvOp) error {
-	if op.r.src != c.rank {
+	if op.r.anySrc || op.r.src != c.worldRank(c.rank) { // src is a job rank
 		return nil
 	}
 	select {
