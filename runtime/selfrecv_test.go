@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"sperli/codes"
+	"sperli/runtime"
 )
 
 // TestSelfRecvNeverMatches: a receive from this rank itself with no send
@@ -36,5 +37,22 @@ func TestSelfRecvNeverMatches(t *testing.T) {
 	}
 	if got, err := comms[0].Recv(ctx, 0, 7); err != nil || string(got) != "first" {
 		t.Errorf("Recv after a send to itself = %q, %v", got, err)
+	}
+	// The Recv refused at first is not left posted: nobody can finish it,
+	// so the next message of its tag is the next Recv's, and Finish finds
+	// no open operation.
+	if err := comms[0].Send(ctx, 0, 5, []byte("next")); err != nil {
+		t.Fatal(err)
+	}
+	if got, env, err := comms[0].RecvFrom(ctx, 0, runtime.AnyTag); err != nil || string(got) != "next" || env.Tag != 5 {
+		t.Errorf("RecvFrom(0, AnyTag) after the refused Recv = %q, %+v, %v; want next on tag 5", got, env, err)
+	}
+	_, _, err = comms[0].RecvFrom(ctx, 0, runtime.AnyTag)
+	wantCode(t, "RecvFrom(0, AnyTag) from itself with nothing sent", err, codes.Finished)
+	errs := each(comms, func(c *runtime.Comm) error { return c.Finish() })
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: Finish = %v, want no open operation", r, err)
+		}
 	}
 }

@@ -86,6 +86,9 @@ func (w recvWait) String() string {
 	if w.r.src == wire.AnySource {
 		src = "any source"
 	}
+	if w.r.anyTag {
+		return fmt.Sprintf("recv(%s, any tag)", src)
+	}
 	return fmt.Sprintf("recv(%s, tag %d)", src, w.r.tag)
 }
 
