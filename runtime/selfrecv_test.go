@@ -49,6 +49,19 @@ func TestSelfRecvNeverMatches(t *testing.T) {
 	}
 	_, _, err = comms[0].RecvFrom(ctx, 0, runtime.AnyTag)
 	wantCode(t, "RecvFrom(0, AnyTag) from itself with nothing sent", err, codes.Finished)
+	// A probe from itself with nothing sent waits for nothing either, and
+	// one with a message sent finds it.
+	_, err = comms[0].Probe(ctx, 0, 8)
+	wantCode(t, "Probe(0, 8) from itself with nothing sent", err, codes.Finished)
+	if err := comms[0].Send(ctx, 0, 8, []byte("probed")); err != nil {
+		t.Fatal(err)
+	}
+	if env, err := comms[0].Probe(ctx, 0, runtime.AnyTag); err != nil || env != (runtime.Envelope{Source: 0, Tag: 8, Length: 6}) {
+		t.Errorf("Probe(0, AnyTag) after a send to itself = %+v, %v", env, err)
+	}
+	if got, err := comms[0].Recv(ctx, 0, 8); err != nil || string(got) != "probed" {
+		t.Errorf("Recv after the probe = %q, %v", got, err)
+	}
 	errs := each(comms, func(c *runtime.Comm) error { return c.Finish() })
 	for r, err := range errs {
 		if err != nil {
