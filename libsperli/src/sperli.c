@@ -153,10 +153,18 @@ static int fail(int code, const char *fn, const char *fmt, ...) {
     return code;
 }
 
-/* gone checks what the Go layer answered. */
+/* gone checks what the Go layer answered. SPERLI_E_FINISHED, the one
+ * negative code it gives, gets a message as this layer's negative codes
+ * have (the code's name, the function), the runtime's text saying why. */
 static int gone(int rc, const char *fn) {
     if (rc == 0) return 0;
-    if ((rc >= 1601 && rc <= 1615) || (rc >= 1618 && rc <= 1627) || rc == SPERLI_E_FINISHED) {
+    if (rc == SPERLI_E_FINISHED) {
+        char why[sizeof last_msg];
+        sperligo_error(why, sizeof why);
+        const char *w = strncmp(why, "H1617: ", 7) == 0 ? why + 7 : why;
+        return fail(rc, fn, "%s", w);
+    }
+    if ((rc >= 1601 && rc <= 1615) || (rc >= 1618 && rc <= 1627)) {
         last_code = rc;
         last_from_go = 1;
         return rc;

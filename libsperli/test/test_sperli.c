@@ -445,6 +445,8 @@ static void test_comms(sperli_t s, const char *ckpt) {
      * changes, and the next message of the tag is the next receive's */
     EXPECT(sperli_recv_from(s, 0, SPERLI_ANY_TAG, &st), SPERLI_E_FINISHED);
     EXPECT(sperli_recv(s, 0, 13, &n), SPERLI_E_FINISHED);
+    /* named as every negative code is, the runtime saying why */
+    CHECK(starts(last(), "SPERLI_E_FINISHED: sperli_recv: recv(source 0, tag 13) can never match: it is from this rank itself"));
     CHECK(is_status(st, 77, 77, 77));
     CHECK(sperli_result(s, buf, sizeof buf, &n) == 0 && n == 8 && memcmp(buf, "twelve-2", 8) == 0);
     EXPECT(sperli_send(s, 0, 13, "13", 2), 0);
