@@ -79,8 +79,8 @@
  *   ("libsperli: broken promise, aborting: …"). No Go panic crosses into C.
  * - Calls that make data (recv, recv_from, finish_recv, finish_recv_from,
  *   sendrecv, bcast, reduce, allreduce, gather, scatter, allgather,
- *   alltoall, reduce_scatter, resume) keep their result in the session and tell its
- *   length; sperli_result copies it out. The result stays until the next
+ *   alltoall, reduce_scatter, resume) keep their result in the session
+ *   and tell its length; sperli_result copies it out. The result stays until the next
  *   call that makes data, or the end of the session; a call that makes data
  *   and answers a refusal (a positive code) leaves an empty result; one that
  *   answers a negative code (SPERLI_E_FINISHED too) leaves the earlier
@@ -98,7 +98,8 @@
  * (in the child of a fork(2): checked before everything), SPERLI_E_BUSY
  * (checked first otherwise), SPERLI_E_HANDLE and SPERLI_E_COMM (checked
  * next, for every function that takes a session or communicator), and the
- * job's end codes just listed (for every function that uses the job). Arguments are checked in the order they are listed;
+ * job's end codes just listed (for every function that uses the job).
+ * Arguments are checked in the order they are listed;
  * the first wrong one gives the code.
  */
 #ifndef SPERLI_H
@@ -466,8 +467,9 @@ int sperli_start_send(sperli_t comm, int dest, int tag, const void *data, size_t
  * connection, and finish op (its handle is no longer valid afterwards,
  * whatever the code).
  *
- * comm     the session, or any communicator of it: the operation is the
- *          session's, whichever communicator started it (freed since or not).
+ * comm     the session, or any communicator of it not freed: the operation
+ *          is the session's, whichever communicator started it (freed
+ *          since or not).
  * op       an open send of this session.
  *
  * Returns
