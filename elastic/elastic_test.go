@@ -280,6 +280,14 @@ func TestAgreementProperty(t *testing.T) {
 	if testing.Short() {
 		runs = 300
 	}
+	var sawDecided, sawFailed, sawCrashMid int
+	defer func() {
+		// The runs must reach what the test is for: decisions, endings
+		// without a decision, and losses after the start.
+		if sawDecided == 0 || sawFailed == 0 || sawCrashMid == 0 {
+			t.Errorf("runs decided %d, failed %d, lost a slot after the start %d: want all above 0", sawDecided, sawFailed, sawCrashMid)
+		}
+	}()
 	for seed := int64(0); seed < int64(runs); seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		n, sp := 2+rng.Intn(7), 1+rng.Intn(3)
@@ -287,6 +295,15 @@ func TestAgreementProperty(t *testing.T) {
 		before := []int{rng.Intn(n)}
 		chaos := []float64{0, 0.01, 0.05}[seed%3]
 		decided, crashed, errs := runSim(t, seed, cur, before, chaos)
+		if len(decided) > 0 {
+			sawDecided++
+		}
+		if len(errs) > 0 {
+			sawFailed++
+		}
+		if len(crashed) > len(before)+cur.Slots-len(cur.Live()) {
+			sawCrashMid++
+		}
 		var first *Layout
 		for x, l := range decided {
 			if first == nil {
