@@ -135,7 +135,9 @@ func TestStats(t *testing.T) {
 
 // TestStatsPerCollective: --stats flags the slowest rank of each kind of
 // collective: the rank the others waited for in the barrier (it computed
-// before it) is not the one they waited for in the allreduces.
+// before it) is not the one they waited for in the allreduces. The wait
+// for a rank that computed before a checkpoint is checkpoint time, and a
+// checkpoint is no collective of the report.
 func TestStatsPerCollective(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "two.star"), `def compute():
@@ -152,6 +154,10 @@ def main():
     comm.allreduce("int64", "sum", array.pack("int64", [1]))
     comm.allreduce("int64", "sum", array.pack("int64", [1]))
     comm.bcast(0, "x")
+    comm.use_checkpoints("ck")
+    if comm.rank == 1:
+        compute()
+    comm.checkpoint("state")
 `, 0o644)
 	obj := statsJSON(t, dir, "two.star", 3)
 	want := map[string]struct {
@@ -160,6 +166,14 @@ def main():
 	}{"barrier": {1, 2}, "allreduce": {2, 0}, "bcast": {1, -2}}
 	if len(obj.Colls) != len(want) {
 		t.Errorf("collectives %+v, want barrier, allreduce and bcast", obj.Colls)
+	}
+	for _, x := range obj.Ranks {
+		if x.Collectives != 4 {
+			t.Errorf("rank %d: %d collectives, want 4 (the checkpoint aside)", x.Rank, x.Collectives)
+		}
+		if x.Rank != 1 && x.CkptWaitMS <= 0 {
+			t.Errorf("rank %d waited for rank 1 in the checkpoint, its checkpoint wait is %v ms", x.Rank, x.CkptWaitMS)
+		}
 	}
 	for _, c := range obj.Colls {
 		w, ok := want[c.Kind]
