@@ -85,12 +85,18 @@ func Stats() RankStats {
 
 // countSend counts a message handed to send.
 func countSend(n int) {
+	if !counting {
+		return
+	}
 	counters.sentMsgs.Add(1)
 	counters.sentBytes.Add(int64(n))
 }
 
 // countColl counts a collective call (checkpoints aside).
 func countColl(k Kind) {
+	if !counting {
+		return
+	}
 	if k < kindCkptBegin {
 		counters.colls.Add(1)
 		if int(k) < len(counters.perKind) {
@@ -101,6 +107,9 @@ func countColl(k Kind) {
 
 // countRecv counts a matched receive (its done closed).
 func countRecv(r *recvOp) {
+	if !counting {
+		return
+	}
 	if r.err == nil {
 		counters.recvMsgs.Add(1)
 		counters.recvBytes.Add(int64(len(r.data)))
@@ -109,6 +118,9 @@ func countRecv(r *recvOp) {
 
 // countWait adds a finished wait to the counters.
 func countWait(w *waitInfo) {
+	if !counting {
+		return
+	}
 	d := time.Since(w.since)
 	switch what := w.what.(type) {
 	case recvWait:

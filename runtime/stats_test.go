@@ -1,3 +1,5 @@
+//go:build !sperli_nocount
+
 package runtime
 
 import (
