@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -36,48 +38,126 @@ type rankStat struct {
 	Slowest  bool    `json:"slowest,omitempty"`
 }
 
-// statsReport builds the report from the ranks' status records; a rank
-// without a record (killed, not a Sperli rank) has none.
-func statsReport(procs []*rankProc) []rankStat {
-	var out []rankStat
-	total := 0.0
-	for _, p := range procs {
-		if p == nil || p.status == nil || p.status.Stats == nil {
-			continue
-		}
-		out = append(out, rankStat{Rank: p.rank, RankStats: *p.status.Stats})
-		total += p.status.Stats.CollWaitMS
+// collStat is one kind of collective in the --stats report: how often
+// the ranks called it and which rank the others waited for in it (the
+// load imbalance of that collective), picked as the job's slowest rank is.
+type collStat struct {
+	Kind  string `json:"kind"`
+	Calls int64  `json:"calls"`
+	// Slowest is the rank furthest behind in this kind of collective, -1
+	// when none is clearly behind (as rankStat.Slowest).
+	Slowest  int     `json:"slowest"`
+	BehindMS float64 `json:"behind_ms"`
+	// MinWaitMS and MaxWaitMS are the least and the most a rank waited in
+	// it, in all its calls.
+	MinWaitMS float64 `json:"min_wait_ms"`
+	MaxWaitMS float64 `json:"max_wait_ms"`
+}
+
+// report is the --stats report: a line per rank and one per kind of
+// collective.
+type report struct {
+	Ranks []rankStat `json:"sperli_stats"`
+	Colls []collStat `json:"collectives"`
+}
+
+// collKinds are the names a rank's status record may give its kinds of
+// collective (runtime.Kind.String); another name is not reported.
+var collKinds = []string{"barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall", "reduce_scatter", "split"}
+
+// okMS says whether a waited time read from a rank's status record is one
+// (a rank is a child process, but its record is still checked).
+func okMS(v float64) bool { return v >= 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
+
+// behind returns, per rank, how much less it waited than the others on
+// average, and the rank furthest behind: when that is over a millisecond
+// and a tenth of what the others waited, -1 otherwise.
+func behind(waits []float64, eligible []bool) ([]float64, int) {
+	out := make([]float64, len(waits))
+	if len(waits) < 2 {
+		return out, -1
 	}
-	if len(out) < 2 {
-		return out
+	total := 0.0
+	for _, w := range waits {
+		total += w
 	}
 	best := -1
-	for i := range out {
-		others := (total - out[i].CollWaitMS) / float64(len(out)-1)
-		out[i].BehindMS = max(0, others-out[i].CollWaitMS)
-		if out[i].Collectives > 0 && (best < 0 || out[i].BehindMS > out[best].BehindMS) {
+	for i, w := range waits {
+		others := (total - w) / float64(len(waits)-1)
+		out[i] = max(0, others-w)
+		if eligible[i] && (best < 0 || out[i] > out[best]) {
 			best = i
 		}
 	}
 	if best >= 0 {
-		b := out[best]
-		if others := b.BehindMS + b.CollWaitMS; b.BehindMS > 1 && b.BehindMS > others/10 {
-			out[best].Slowest = true
+		if others := out[best] + waits[best]; out[best] <= 1 || out[best] <= others/10 {
+			best = -1
 		}
 	}
-	return out
+	return out, best
+}
+
+// statsReport builds the report from the ranks' status records; a rank
+// without a record (killed, not a Sperli rank) has none.
+func statsReport(procs []*rankProc) report {
+	var rep report
+	for _, p := range procs {
+		if p == nil || p.status == nil || p.status.Stats == nil {
+			continue
+		}
+		st := *p.status.Stats
+		if !okMS(st.RecvWaitMS) || !okMS(st.CollWaitMS) || !okMS(st.CkptWaitMS) {
+			continue
+		}
+		rep.Ranks = append(rep.Ranks, rankStat{Rank: p.rank, RankStats: st})
+	}
+	waits := make([]float64, len(rep.Ranks))
+	eligible := make([]bool, len(rep.Ranks))
+	for i, r := range rep.Ranks {
+		waits[i], eligible[i] = r.CollWaitMS, r.Collectives > 0
+	}
+	ahead, best := behind(waits, eligible)
+	for i := range rep.Ranks {
+		rep.Ranks[i].BehindMS = ahead[i]
+		rep.Ranks[i].Slowest = i == best
+	}
+	for _, kind := range collKinds {
+		cs := collStat{Kind: kind, Slowest: -1}
+		var kw []float64
+		var ranks []int
+		for _, r := range rep.Ranks {
+			c, ok := r.Coll[kind]
+			if !ok || c.Calls <= 0 || !okMS(c.WaitMS) {
+				continue
+			}
+			cs.Calls = max(cs.Calls, c.Calls)
+			kw, ranks = append(kw, c.WaitMS), append(ranks, r.Rank)
+		}
+		if len(kw) == 0 {
+			continue
+		}
+		cs.MinWaitMS, cs.MaxWaitMS = slices.Min(kw), slices.Max(kw)
+		all := make([]bool, len(kw))
+		for i := range all {
+			all[i] = true
+		}
+		if ahead, b := behind(kw, all); b >= 0 {
+			cs.Slowest, cs.BehindMS = ranks[b], ahead[b]
+		}
+		rep.Colls = append(rep.Colls, cs)
+	}
+	return rep
 }
 
 // writeStats writes the --stats report: one JSON object, or a table
 // (lipgloss on a terminal, plain otherwise).
-func writeStats(w io.Writer, mode string, stats []rankStat, terminal bool) {
+func writeStats(w io.Writer, mode string, rep report, terminal bool) {
 	if mode == "json" {
-		b, _ := json.Marshal(struct {
-			Ranks []rankStat `json:"sperli_stats"`
-		}{stats})
+		b, _ := json.Marshal(rep)
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
+	stats := rep.Ranks
 	head := []string{"rank", "wall s", "recv wait s", "coll wait s", "ckpt wait s", "sent", "sent bytes", "recvd", "recvd bytes", "collectives", "peak RSS MB", "behind s", ""}
 	var rows [][]string
 	for _, s := range stats {
@@ -101,6 +181,32 @@ func writeStats(w io.Writer, mode string, stats []rankStat, terminal bool) {
 			mark,
 		})
 	}
+	writeTable(w, head, rows, func(row int) bool { return stats[row].Slowest }, terminal)
+	if len(rep.Colls) == 0 {
+		return
+	}
+	head = []string{"collective", "calls", "slowest rank", "behind s", "least wait s", "most wait s"}
+	rows = rows[:0]
+	for _, c := range rep.Colls {
+		slowest := "-"
+		if c.Slowest >= 0 {
+			slowest = strconv.Itoa(c.Slowest)
+		}
+		rows = append(rows, []string{
+			c.Kind,
+			strconv.FormatInt(c.Calls, 10),
+			slowest,
+			fmt.Sprintf("%.3f", c.BehindMS/1000),
+			fmt.Sprintf("%.3f", c.MinWaitMS/1000),
+			fmt.Sprintf("%.3f", c.MaxWaitMS/1000),
+		})
+	}
+	writeTable(w, head, rows, func(row int) bool { return rep.Colls[row].Slowest >= 0 }, terminal)
+}
+
+// writeTable writes a table: lipgloss's on a terminal, with the rows
+// marked marked, else plain columns.
+func writeTable(w io.Writer, head []string, rows [][]string, marked func(row int) bool, terminal bool) {
 	if terminal {
 		t := table.New().Border(lipgloss.NormalBorder()).Headers(head...).Rows(rows...).
 			StyleFunc(func(row, col int) lipgloss.Style {
@@ -108,7 +214,7 @@ func writeStats(w io.Writer, mode string, stats []rankStat, terminal bool) {
 				if row == table.HeaderRow {
 					return st.Bold(true)
 				}
-				if row >= 0 && row < len(stats) && stats[row].Slowest {
+				if row >= 0 && row < len(rows) && marked(row) {
 					return st.Foreground(lipgloss.Color("3"))
 				}
 				return st

@@ -331,7 +331,8 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 			ops := c.match.cancelFrom(from)
 			c.mu.Unlock()
 			for _, op := range ops {
-				op.err = codes.New(codes.Finished, "rank %d has finished: recv(%d, %d) can never be matched", from, from, op.tag)
+				// The same error as a receive posted after the bye (StartRecv).
+				op.err = &codes.Error{Code: codes.Finished, Op: "recv", Rank: from, Msg: fmt.Sprintf("recv: rank %d has finished: recv(%d, %d) can never be matched", from, from, op.tag)}
 				close(op.done)
 			}
 		}

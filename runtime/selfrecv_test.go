@@ -69,3 +69,29 @@ func TestSelfRecvNeverMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestRecvFromFinishedNamesIt: a receive posted before its source said
+// bye ends with the same H1617 as one posted after: naming the receive,
+// with the operation and the rank.
+func TestRecvFromFinishedNamesIt(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 2).initAll(ctx)
+	op, err := comms[0].StartRecv(1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- comms[1].Finish() }()
+	_, err = comms[0].FinishRecv(ctx, op)
+	wantCode(t, "FinishRecv of a receive from a peer that finished since", err, codes.Finished)
+	const want = "H1617: recv: rank 1 has finished: recv(1, 4) can never be matched"
+	if e := codes.As(err); err == nil || err.Error() != want || e.Op != "recv" || e.Rank != 1 {
+		t.Errorf("error %v (%+v), want %q, operation recv, rank 1", err, codes.As(err), want)
+	}
+	if err := comms[0].Finish(); err != nil {
+		t.Fatalf("Finish(rank 0) = %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Finish(rank 1) = %v", err)
+	}
+}

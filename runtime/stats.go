@@ -12,7 +12,9 @@ import (
 // counted always, with a few atomic additions beside the waits of
 // runtime/waiting.go, and reported in the status record (RankStats) when
 // a launcher started the rank. The launcher flags as the slowest rank
-// the one that waited least in collectives: the others waited for it.
+// the one that waited least in collectives: the others waited for it;
+// and, from each kind's calls and waits (RankStats.Coll), the slowest rank
+// of each kind of collective.
 
 // procStart is when the process started, near enough: the package's init.
 var procStart = time.Now()
@@ -22,6 +24,15 @@ var counters struct {
 	sentMsgs, sentBytes          atomic.Int64
 	recvMsgs, recvBytes          atomic.Int64
 	colls                        atomic.Int64
+	// perKind counts each collective kind's calls and waits, indexed by
+	// Kind (checkpoints aside: they are in ckptWait).
+	perKind [KindSplit + 1]struct{ calls, wait atomic.Int64 }
+}
+
+// CollStats is what a rank spent in one kind of collective.
+type CollStats struct {
+	Calls  int64   `json:"calls"`
+	WaitMS float64 `json:"wait_ms"`
 }
 
 // RankStats is a rank's report in its status record.
@@ -36,6 +47,9 @@ type RankStats struct {
 	RecvBytes   int64   `json:"recv_bytes"`
 	Collectives int64   `json:"collectives"`
 	PeakRSSKB   int64   `json:"peak_rss_kb"`
+	// Coll is per kind of collective called ("barrier", "allreduce", …
+	// as Kind.String), the calls and the time waited in them.
+	Coll map[string]CollStats `json:"coll,omitempty"`
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
@@ -53,6 +67,15 @@ func Stats() RankStats {
 		RecvBytes:   counters.recvBytes.Load(),
 		Collectives: counters.colls.Load(),
 	}
+	for k := range counters.perKind {
+		pk := &counters.perKind[k]
+		if n := pk.calls.Load(); n > 0 {
+			if s.Coll == nil {
+				s.Coll = map[string]CollStats{}
+			}
+			s.Coll[Kind(k).String()] = CollStats{Calls: n, WaitMS: ms(pk.wait.Load())}
+		}
+	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		s.PeakRSSKB = ru.Maxrss
@@ -62,19 +85,31 @@ func Stats() RankStats {
 
 // countSend counts a message handed to send.
 func countSend(n int) {
+	if !counting {
+		return
+	}
 	counters.sentMsgs.Add(1)
 	counters.sentBytes.Add(int64(n))
 }
 
 // countColl counts a collective call (checkpoints aside).
 func countColl(k Kind) {
+	if !counting {
+		return
+	}
 	if k < kindCkptBegin {
 		counters.colls.Add(1)
+		if int(k) < len(counters.perKind) {
+			counters.perKind[k].calls.Add(1)
+		}
 	}
 }
 
 // countRecv counts a matched receive (its done closed).
 func countRecv(r *recvOp) {
+	if !counting {
+		return
+	}
 	if r.err == nil {
 		counters.recvMsgs.Add(1)
 		counters.recvBytes.Add(int64(len(r.data)))
@@ -83,6 +118,9 @@ func countRecv(r *recvOp) {
 
 // countWait adds a finished wait to the counters.
 func countWait(w *waitInfo) {
+	if !counting {
+		return
+	}
 	d := time.Since(w.since)
 	switch what := w.what.(type) {
 	case recvWait:
@@ -93,10 +131,14 @@ func countWait(w *waitInfo) {
 		default:
 		}
 	case collWait:
-		if Kind(what.call.Kind) >= kindCkptBegin {
+		k := Kind(what.call.Kind)
+		if k >= kindCkptBegin {
 			counters.ckptWait.Add(int64(d))
 			return
 		}
 		counters.collWait.Add(int64(d))
+		if int(k) < len(counters.perKind) {
+			counters.perKind[k].wait.Add(int64(d))
+		}
 	}
 }

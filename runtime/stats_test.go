@@ -1,3 +1,5 @@
+//go:build !sperli_nocount
+
 package runtime
 
 import (
@@ -8,7 +10,8 @@ import (
 
 // TestCountWait: a finished receive counts its wait, one message and its
 // bytes; a receive not done counts its wait only; a collective wait goes
-// to collectives, a checkpoint's to checkpoints; sends count.
+// to collectives and to its kind, a checkpoint's to checkpoints; sends
+// count.
 func TestCountWait(t *testing.T) {
 	before := Stats()
 	done := &recvOp{data: []byte("12345"), done: make(chan struct{})}
@@ -36,15 +39,21 @@ func TestCountWait(t *testing.T) {
 	if after.RecvWaitMS < before.RecvWaitMS || after.CollWaitMS < before.CollWaitMS || after.CkptWaitMS < before.CkptWaitMS {
 		t.Errorf("a wait went down: %+v then %+v", before, after)
 	}
+	if b, a := before.Coll["barrier"], after.Coll["barrier"]; a.Calls-b.Calls != 1 || a.WaitMS < b.WaitMS {
+		t.Errorf("barrier: %+v then %+v, want one call more", b, a)
+	}
+	if _, ok := after.Coll["checkpoint"]; ok {
+		t.Errorf("a checkpoint is counted as a kind of collective: %+v", after.Coll)
+	}
 	if after.PeakRSSKB <= 0 || after.WallMS < 0 {
 		t.Errorf("peak RSS %d kB, wall %d ms", after.PeakRSSKB, after.WallMS)
 	}
 }
 
 // BenchmarkWaitHooks is what the waiting record and the counters add to a
-// receive that waits (enterWait and leaveWait around it), and to one whose
-// message was there already (docs/benchmarks.md compares them with a
-// round trip).
+// receive that waits (enterWait and leaveWait around it), to one whose
+// message was there already, and to a send (docs/benchmarks.md compares
+// them with a round trip).
 func BenchmarkWaitHooks(b *testing.B) {
 	b.Run("waits", func(b *testing.B) {
 		r := &recvOp{data: make([]byte, 64), done: make(chan struct{})}
@@ -59,6 +68,12 @@ func BenchmarkWaitHooks(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			leaveWait(enterWait(recvWait{r}))
+		}
+	})
+	b.Run("send", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			countSend(64)
 		}
 	})
 }

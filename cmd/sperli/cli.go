@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -59,14 +57,33 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newBenchRanks()...)
 	root.AddCommand(newMan())
 	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
 	for _, c := range root.Commands() {
-		if c.Name() == "completion" {
+		switch c.Name() {
+		case "completion":
 			c.Example = `  sperli completion bash > ~/.local/share/bash-completion/completions/sperli
   sperli completion zsh > "${fpath[1]}/_sperli"
   sperli completion fish > ~/.config/fish/completions/sperli.fish`
+			for _, sh := range c.Commands() {
+				sh.Example = completionExamples[sh.Name()]
+			}
+		case "help":
+			c.Example = `  sperli help run          # the same as sperli run --help
+  sperli help job make`
 		}
 	}
 	return root
+}
+
+// completionExamples are the examples of `sperli completion SHELL --help`.
+var completionExamples = map[string]string{
+	"bash": `  source <(sperli completion bash)      # in this shell
+  sperli completion bash > ~/.local/share/bash-completion/completions/sperli`,
+	"zsh": `  source <(sperli completion zsh)       # in this shell
+  sperli completion zsh > "${fpath[1]}/_sperli"`,
+	"fish": `  sperli completion fish | source       # in this shell
+  sperli completion fish > ~/.config/fish/completions/sperli.fish`,
+	"powershell": `  sperli completion powershell | Out-String | Invoke-Expression`,
 }
 
 func splitModules(s string) []string {
@@ -325,8 +342,3 @@ func versionLine() string {
 	}
 	return fmt.Sprintf("sperli %s (protocol %d, job description %d, %s)", Version, wire.Version, runtime.JobVersion, gov)
 }
-
-var (
-	_ = filepath.Join
-	_ = time.Second
-)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sperli/codes"
 	"sperli/tests/internal/testbin"
 	"strings"
 	"testing"
@@ -142,6 +143,21 @@ func TestCodeHelp(t *testing.T) {
 		}
 	}
 	check(t, "codes-H1611", r.Stdout)
+
+	// Every code says what to do, and docs/troubleshooting.md has it.
+	trouble, err := os.ReadFile(filepath.Join(root, "docs", "troubleshooting.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range codes.All() {
+		r := run(t, sperli, "codes", c.String())
+		if r.Code != 0 || !strings.HasPrefix(r.Stdout, c.String()+"  "+c.Meaning()) || !strings.Contains(r.Stdout, "\nWhat to do: ") {
+			t.Errorf("sperli codes %s: exit status %d, want its meaning and what to do:\n%s", c, r.Code, r.Stdout)
+		}
+		if !strings.Contains(string(trouble), "| "+c.String()+" |") {
+			t.Errorf("docs/troubleshooting.md has no row for %s", c)
+		}
+	}
 }
 
 // TestMixedJob starts by hand the ranks of a job made by `sperli job make`,

@@ -192,7 +192,7 @@ func TestBigError(t *testing.T) {
 // seen (or not seen) the line.
 func TestLiveInTerminal(t *testing.T) {
 	if _, err := exec.LookPath("script"); err != nil {
-		t.Fatalf("script (util-linux) is needed for the pseudo-terminal: %v", err)
+		t.Fatalf("script (bsdutils on Debian, util-linux elsewhere; .ci/run installs it) is needed for the pseudo-terminal: %v", err)
 	}
 	for _, live := range []bool{true, false} {
 		t.Run(fmt.Sprintf("live=%v", live), func(t *testing.T) {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sperli/tests/internal/testbin"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -36,24 +38,39 @@ type statsLine struct {
 	RecvBytes   int64   `json:"recv_bytes"`
 	Collectives int64   `json:"collectives"`
 	PeakRSSKB   int64   `json:"peak_rss_kb"`
+	CkptWaitMS  float64 `json:"ckpt_wait_ms"`
 	BehindMS    float64 `json:"behind_ms"`
 	Slowest     bool    `json:"slowest"`
+	Coll        map[string]struct {
+		Calls  int64   `json:"calls"`
+		WaitMS float64 `json:"wait_ms"`
+	} `json:"coll"`
 }
 
-// TestStats: --stats=json prints one JSON object with every rank's
-// counters: the messages and bytes sent and received, the collectives,
-// the memory, and the rank the others waited for flagged as the slowest;
-// --stats a plain table when stderr is no terminal.
-func TestStats(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "st.star"), statsProgram, 0o644)
-	r := sperliRun(t, baseEnv, dir, "run", "-n", "3", "--stats=json", "st.star")
+// collLine is a kind of collective in the --stats=json report.
+type collLine struct {
+	Kind      string  `json:"kind"`
+	Calls     int64   `json:"calls"`
+	Slowest   int     `json:"slowest"`
+	BehindMS  float64 `json:"behind_ms"`
+	MinWaitMS float64 `json:"min_wait_ms"`
+	MaxWaitMS float64 `json:"max_wait_ms"`
+}
+
+type statsObject struct {
+	Ranks []statsLine `json:"sperli_stats"`
+	Colls []collLine  `json:"collectives"`
+}
+
+// statsJSON runs prog on n ranks with --stats=json and returns the one
+// JSON object it printed.
+func statsJSON(t *testing.T, dir, prog string, n int) statsObject {
+	t.Helper()
+	r := sperliRun(t, baseEnv, dir, "run", "-n", strconv.Itoa(n), "--stats=json", prog)
 	if r.Code != 0 {
 		t.Fatalf("%v", r)
 	}
-	var obj struct {
-		Ranks []statsLine `json:"sperli_stats"`
-	}
+	var obj statsObject
 	found := 0
 	for _, l := range lines(r.Stderr) {
 		if strings.HasPrefix(l, `{"sperli_stats":`) {
@@ -63,9 +80,20 @@ func TestStats(t *testing.T) {
 			}
 		}
 	}
-	if found != 1 || len(obj.Ranks) != 3 {
-		t.Fatalf("%d stats lines with %d ranks, want one with 3\n%v", found, len(obj.Ranks), r)
+	if found != 1 || len(obj.Ranks) != n {
+		t.Fatalf("%d stats lines with %d ranks, want one with %d\n%v", found, len(obj.Ranks), n, r)
 	}
+	return obj
+}
+
+// TestStats: --stats=json prints one JSON object with every rank's
+// counters: the messages and bytes sent and received, the collectives,
+// the memory, and the rank the others waited for flagged as the slowest;
+// --stats a plain table when stderr is no terminal.
+func TestStats(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "st.star"), statsProgram, 0o644)
+	obj := statsJSON(t, dir, "st.star", 3)
 	s := obj.Ranks
 	if s[0].SentMsgs != 2 || s[0].SentBytes != 20 || s[1].RecvMsgs != 2 || s[1].RecvBytes != 20 || s[1].SentMsgs != 0 || s[2].RecvMsgs != 0 {
 		t.Errorf("messages and bytes: %+v", s)
@@ -81,8 +109,13 @@ func TestStats(t *testing.T) {
 	if s[0].CollWaitMS <= 0 || s[1].CollWaitMS <= 0 {
 		t.Errorf("ranks 0 and 1 waited for rank 2 in the barrier, their collective wait is %v, %v ms", s[0].CollWaitMS, s[1].CollWaitMS)
 	}
+	for _, x := range s {
+		if x.CkptWaitMS != 0 || x.Coll["barrier"].Calls != 1 || x.Coll["allreduce"].Calls != 2 || len(x.Coll) != 2 {
+			t.Errorf("rank %d: checkpoint wait %v ms (no checkpoint), per kind %+v; want 1 barrier and 2 allreduce", x.Rank, x.CkptWaitMS, x.Coll)
+		}
+	}
 
-	r = sperliRun(t, baseEnv, dir, "run", "-n", "3", "--stats", "st.star")
+	r := sperliRun(t, baseEnv, dir, "run", "-n", "3", "--stats", "st.star")
 	if r.Code != 0 {
 		t.Fatalf("%v", r)
 	}
@@ -90,11 +123,67 @@ func TestStats(t *testing.T) {
 	for _, l := range lines(withoutNotes(r.Stderr)) {
 		table = append(table, l)
 	}
-	if len(table) != 4 || !strings.HasPrefix(table[0], "rank  wall s  recv wait s") || !strings.HasSuffix(table[3], "slowest: the others waited for it") || strings.Contains(table[1]+table[2], "slowest") {
+	if len(table) != 7 || !strings.HasPrefix(table[0], "rank  wall s  recv wait s") || !strings.HasSuffix(table[3], "slowest: the others waited for it") || strings.Contains(table[1]+table[2], "slowest") ||
+		!strings.HasPrefix(table[4], "collective  calls  slowest rank  behind s") ||
+		!regexp.MustCompile(`^barrier +1 +2 `).MatchString(table[5]) || !regexp.MustCompile(`^allreduce +2 +[-0-9]`).MatchString(table[6]) {
 		t.Errorf("--stats table:\n%s", strings.Join(table, "\n"))
 	}
 	if strings.Contains(r.Stderr, "\x1b") {
 		t.Errorf("the table holds escapes although stderr is no terminal")
+	}
+}
+
+// TestStatsPerCollective: --stats flags the slowest rank of each kind of
+// collective: the rank the others waited for in the barrier (it computed
+// before it) is not the one they waited for in the allreduces. The wait
+// for a rank that computed before a checkpoint is checkpoint time, and a
+// checkpoint is no collective of the report.
+func TestStatsPerCollective(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "two.star"), `def compute():
+    x = 0
+    for i in range(1500000):
+        x += i
+
+def main():
+    if comm.rank == 2:
+        compute()
+    comm.barrier()
+    if comm.rank == 0:
+        compute()
+    comm.allreduce("int64", "sum", array.pack("int64", [1]))
+    comm.allreduce("int64", "sum", array.pack("int64", [1]))
+    comm.bcast(0, "x")
+    comm.use_checkpoints("ck")
+    if comm.rank == 1:
+        compute()
+    comm.checkpoint("state")
+`, 0o644)
+	obj := statsJSON(t, dir, "two.star", 3)
+	want := map[string]struct {
+		calls   int64
+		slowest int
+	}{"barrier": {1, 2}, "allreduce": {2, 0}, "bcast": {1, -2}}
+	if len(obj.Colls) != len(want) {
+		t.Errorf("collectives %+v, want barrier, allreduce and bcast", obj.Colls)
+	}
+	for _, x := range obj.Ranks {
+		if x.Collectives != 4 {
+			t.Errorf("rank %d: %d collectives, want 4 (the checkpoint aside)", x.Rank, x.Collectives)
+		}
+		if x.Rank != 1 && x.CkptWaitMS <= 0 {
+			t.Errorf("rank %d waited for rank 1 in the checkpoint, its checkpoint wait is %v ms", x.Rank, x.CkptWaitMS)
+		}
+	}
+	for _, c := range obj.Colls {
+		w, ok := want[c.Kind]
+		if !ok || c.Calls != w.calls || c.MinWaitMS < 0 || c.MaxWaitMS < c.MinWaitMS {
+			t.Errorf("collective %+v, want %d calls", c, w.calls)
+			continue
+		}
+		if w.slowest >= 0 && (c.Slowest != w.slowest || c.BehindMS <= 0) {
+			t.Errorf("%s: slowest rank %d (behind by %v ms), want rank %d", c.Kind, c.Slowest, c.BehindMS, w.slowest)
+		}
 	}
 }
 
