@@ -358,7 +358,7 @@ func TestProgramSeesLayout(t *testing.T) {
 	}
 }
 
-var farmRE = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] (items=\d+ published=\d+ sum=\d+) size=(\d+) generation=(\d+)$`)
+var farmRE = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] (items=\d+ published=\d+ twice=\d+ sum=\d+) size=(\d+) generation=(\d+)$`)
 
 // TestTaskFarm: the Starlark master/worker farm of scripts/examples, which
 // manages its losses itself (set_on_loss("return"), revoke, shrink):
@@ -374,6 +374,9 @@ func TestTaskFarm(t *testing.T) {
 		t.Fatalf("run without failures: %v", clean)
 	}
 	want := m[1]
+	if !strings.HasPrefix(want, "items=30 published=30 twice=0 ") {
+		t.Fatalf("run without failures: %q, want every item published once", want)
+	}
 	for _, tc := range []struct {
 		name, schedule string
 		lost           []int
