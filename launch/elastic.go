@@ -150,7 +150,10 @@ func (g *generations) recovers(p *rankProc) bool {
 	ws, _ := p.state.Sys().(syscall.WaitStatus)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return (g.spares > 0 || g.returning) && ws.Signaled() && !p.killed
+	// Killed, or a remote rank whose ssh ended without a status record
+	// (the rank died there): a loss, which the job may survive.
+	died := ws.Signaled() || (p.status == nil && p.remote && p.state.ExitCode() == sshFailed)
+	return (g.spares > 0 || g.returning) && died && !p.killed
 }
 
 // replaced reports whether slot was lost and replaced in place.

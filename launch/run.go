@@ -719,9 +719,11 @@ func (l *launcher) ended(p *rankProc) {
 	case l.stopping:
 		// The launcher is ending the job (an interrupt, or the job had
 		// failed): neither a rank's signal nor a peer it saw go is a loss.
-	case ws.Signaled() && l.gens.recovers(p):
+	case l.gens.recovers(p) && ws.Signaled():
 		// Said with the generation that replaces it (elastic.go).
 		l.gens.lostProc(p, fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal()))
+	case l.gens.recovers(p):
+		l.gens.lostProc(p, sshReason(p))
 	case ws.Signaled():
 		l.sayLost(p.rank, fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal()))
 	case p.status != nil && p.status.Code == codes.PeerLost.String() && p.status.CauseRank >= 0:
