@@ -601,7 +601,7 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 		return op, nil
 	}
 	if p := c.peerOf(r); p != nil && p.bye.Load() {
-		c.match.cancelFrom(source)
+		c.match.cancelFrom(r.src) // the job rank: the matcher's ranks are the job's
 		c.mu.Unlock()
 		r.err = &codes.Error{Code: codes.Finished, Op: "recv", Rank: source, Msg: fmt.Sprintf("recv: rank %d has finished: recv(%d, %d) can never be matched", source, source, tag)}
 		close(r.done)
@@ -628,7 +628,21 @@ func (c *Comm) finishRecv(ctx context.Context, op *RecvOp, withdraw bool) ([]byt
 		return nil, codes.New(codes.Finished, "finish_recv: no operation")
 	}
 	if err := c.neverMatches(op); err != nil {
-		return nil, err
+		if !withdraw {
+			return nil, err // FinishRecv: the program may send to itself and finish it later
+		}
+		// Recv: nobody can finish it later, so it must not stay posted to
+		// swallow the next message of its tag. A send to itself that
+		// matched it meanwhile is returned after all.
+		c.mu.Lock()
+		gone := c.match.withdraw(op.r)
+		if gone {
+			delete(c.open, op)
+		}
+		c.mu.Unlock()
+		if gone {
+			return nil, err
+		}
 	}
 	c.mu.Lock()
 	if _, ok := c.open[op]; !ok || op.busy {

@@ -119,6 +119,13 @@ func (c *Comm) Probe(ctx context.Context, source, tag int) (Envelope, error) {
 		c.mu.Unlock()
 		return Envelope{}, &codes.Error{Code: codes.Finished, Op: "probe", Rank: source, Msg: fmt.Sprintf("probe: rank %d has finished: probe(%d, %d) can never be matched", source, source, tag)}
 	}
+	if !r.anySrc && r.src == c.worldRank(c.rank) {
+		// As a receive from itself (neverMatches): a send to itself goes
+		// straight to the matcher, so none is on its way.
+		c.match.withdraw(r)
+		c.mu.Unlock()
+		return Envelope{}, &codes.Error{Code: codes.Finished, Op: "probe", Rank: source, Msg: fmt.Sprintf("probe(%d, %d) can never match: it is from this rank itself and no send to itself is pending (send before you probe)", source, tag)}
+	}
 	c.mu.Unlock()
 	c.readUntil(ctx, r)
 	select {

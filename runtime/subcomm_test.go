@@ -144,3 +144,67 @@ func TestSplitWrongColor(t *testing.T) {
 	}
 	runAll(t, comms, func(c *runtime.Comm) error { return c.Barrier(ctx) })
 }
+
+// TestSubRecvRanks: a receive on a sub-communicator names its source by
+// its rank there, which is not its job rank: split reverses the order of 3
+// ranks (job rank 0 is rank 2 there, rank 2 is rank 0). A receive on job
+// rank 2 from sub-rank 2 (job rank 0) whose message is not here yet waits
+// for it, though 2 is this rank's own job rank, and a receive from a
+// finished sub-rank leaves the job's receives of the job rank of the same
+// number alone.
+func TestSubRecvRanks(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 3).initAll(ctx)
+	runAll(t, comms, func(c *runtime.Comm) error {
+		me := c.Rank()
+		sub, err := c.Split(ctx, 0, -me)
+		if err != nil {
+			return err
+		}
+		if sub.Rank() != 2-me {
+			return fmt.Errorf("split: rank %d, want %d", sub.Rank(), 2-me)
+		}
+		switch me {
+		case 0:
+			if _, err := c.Recv(ctx, 2, 1); err != nil {
+				return err
+			}
+			if err := sub.Send(ctx, 0, 2, []byte("to sub-rank 0")); err != nil {
+				return err
+			}
+			return c.Finish()
+		case 2:
+			// The message comes only after this rank asked for it.
+			if err := c.Send(ctx, 0, 1, nil); err != nil {
+				return err
+			}
+			got, err := sub.Recv(ctx, 2, 2)
+			if err != nil || string(got) != "to sub-rank 0" {
+				return fmt.Errorf("sub recv from sub-rank 2 = %q, %v; want the message of job rank 0", got, err)
+			}
+			// Rank 0 has finished once a receive from it is H1617.
+			if _, err := c.Recv(ctx, 0, 3); !isCode(err, codes.Finished) {
+				return fmt.Errorf("recv from finished rank 0 = %v, want H1617", err)
+			}
+			self, err := c.StartRecv(2, 9)
+			if err != nil {
+				return err
+			}
+			gone, err := sub.StartRecv(2, 9) // sub-rank 2 is job rank 0: finished
+			if err != nil {
+				return err
+			}
+			if _, err := sub.FinishRecv(ctx, gone); !isCode(err, codes.Finished) {
+				return fmt.Errorf("sub recv from finished sub-rank 2 = %v, want H1617", err)
+			}
+			if err := c.Send(ctx, 2, 9, []byte("self")); err != nil {
+				return err
+			}
+			if got, err := c.FinishRecv(ctx, self); err != nil || string(got) != "self" {
+				return fmt.Errorf("recv from this rank itself = %q, %v; want self", got, err)
+			}
+			return c.Finish()
+		}
+		return c.Finish()
+	})
+}

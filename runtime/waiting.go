@@ -86,6 +86,9 @@ func (w recvWait) String() string {
 	if w.r.src == wire.AnySource {
 		src = "any source"
 	}
+	if w.r.anyTag {
+		return fmt.Sprintf("recv(%s, any tag)", src)
+	}
 	return fmt.Sprintf("recv(%s, tag %d)", src, w.r.tag)
 }
 
@@ -156,7 +159,7 @@ func ParseWaiting(line string) (WaitRecord, bool) {
 // already). The receive stays posted: a Go program that sends to itself
 // afterwards may finish it again.
 func (c *Comm) neverMatches(op *RecvOp) error {
-	if op.r.src != c.rank {
+	if op.r.anySrc || op.r.src != c.worldRank(c.rank) { // src is a job rank
 		return nil
 	}
 	select {

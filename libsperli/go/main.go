@@ -14,16 +14,18 @@
 //   - No Go panic crosses into C: every export recovers, and a panic or any
 //     other broken promise of the library ends the process with abort(3)
 //     after one line on standard error.
-//   - A C buffer handed to sperli_send is read only during the call: the
-//     message goes to the connection from the caller's memory (no copy) and
-//     the call returns when it is written; when the job ended during the
-//     call, the communicator is closed before the call returns, so that no
-//     goroutine reads the buffer later. start_send and sends to this rank
+//   - A C buffer handed to sperli_send or sperli_sendrecv is read only
+//     during the call: the message goes to the connection from the
+//     caller's memory (no copy) and the call returns when it is written;
+//     when the job ended during the call, the communicator is closed
+//     before the call returns, so that no goroutine reads the buffer later. start_send and sends to this rank
 //     itself copy (the runtime keeps those bytes after the call).
-//   - Results (recv, collectives, resume) are Go memory kept in the session
-//     until the next call that makes data; sperli_result copies them out.
-//   - Calls that wait (join, recv, finish_send and finish_recv, the
-//     collectives, finish, checkpoint, resume) run on the C thread when the
+//   - Results (receives, sendrecv, collectives, resume) are Go memory kept
+//     in the session until the next call that makes data; sperli_result
+//     copies them out.
+//   - Calls that wait (join, the receives, probe, sendrecv, finish_send and
+//     finish_recv, the collectives and split, finish, checkpoint, resume)
+//     run on the C thread when the
 //     session's reads spin (runtime's low-latency wait: its goroutine then
 //     spins in the read itself), else on one worker goroutine while the C
 //     thread waits in C (wait.c): a C thread that calls into Go is locked to
@@ -38,6 +40,10 @@
 //   - Every length from C is range-checked before it becomes a slice: a
 //     length sperli.c lets through is within what the runtime takes (so
 //     unsafe.Slice never sees a length over math.MaxInt).
+//   - Communicators are numbered by sperli.c's table: index 0 is the
+//     session's own (the job), every later one made by split, at the index
+//     sperli.c gives it. A freed one never reaches this layer again, save
+//     the operations it started, which are kept with their communicator.
 package main
 
 /*
@@ -71,9 +77,25 @@ const eFinished = -12
 
 // session is the open session: one per process.
 type session struct {
-	c      *runtime.Comm
-	result []byte // the kept result of the last call that made data
-	ops    []any  // open operations by slot index (sperli.c's table)
+	c      *runtime.Comm   // the job's communicator: comms[0]
+	comms  []*runtime.Comm // by sperli.c's index
+	result []byte          // the kept result of the last call that made data
+	ops    []openOp        // open operations by slot index (sperli.c's table)
+}
+
+// openOp is an open operation and the communicator that started it.
+type openOp struct {
+	c  *runtime.Comm
+	op any
+}
+
+// at is the communicator of sperli.c's index ci.
+func (s *session) at(ci C.int) *runtime.Comm {
+	i := int(ci)
+	if i < 0 || i >= len(s.comms) {
+		broken(fmt.Sprintf("communicator %d of %d reached the Go layer", i, len(s.comms)))
+	}
+	return s.comms[i]
 }
 
 var (
@@ -355,70 +377,139 @@ func initJob(line []byte, fromStdin bool, rank, size *C.int, inc *C.uint32_t, jo
 		}
 		return code(err)
 	}
-	setSession(&session{c: c})
+	setSession(&session{c: c, comms: []*runtime.Comm{c}})
 	info(c, rank, size, inc, job)
 	return 0
 }
 
-//export sperligo_send
-func sperligo_send(dest, tag C.int, data unsafe.Pointer, n C.size_t) C.int {
-	defer guard()
-	s := need()
+// sendBuf is the C buffer of a message to dest on c as the runtime gets
+// it: without a copy, save for a message to this rank itself, which the
+// runtime keeps after the call.
+func sendBuf(c *runtime.Comm, dest C.int, data unsafe.Pointer, n C.size_t) []byte {
 	b := cbytes(data, n)
-	if int(dest) == s.c.Rank() {
-		b = append([]byte(nil), b...) // the runtime keeps a message to itself
+	if int(dest) == c.Rank() {
+		b = append([]byte(nil), b...)
 	}
-	rc := code(s.c.Send(ctx, int(dest), int(tag), b))
+	return b
+}
+
+// sent settles the code of a call that handed a C buffer to the runtime
+// without a copy: when the job has ended, a frame of the message may still
+// wait in a queue, and closing the job's communicator stops the writers,
+// so nothing reads the caller's buffer after the call returns.
+func (s *session) sent(rc C.int) C.int {
 	if rc != 0 && rc != eFinished {
-		// The job has ended: a frame of this message may still wait in a
-		// queue. Closing stops the writers, so nothing reads the caller's
-		// buffer after this call returns.
 		s.c.Close()
 	}
 	return rc
 }
 
-//export sperligo_recv
-func sperligo_recv(src, tag C.int, outlen *C.size_t, d *C.sperligo_done) {
+//export sperligo_send
+func sperligo_send(ci, dest, tag C.int, data unsafe.Pointer, n C.size_t) C.int {
 	defer guard()
 	s := need()
+	c := s.at(ci)
+	return s.sent(code(c.Send(ctx, int(dest), int(tag), sendBuf(c, dest, data, n))))
+}
+
+// envelope writes what a receive got.
+func envelope(env runtime.Envelope, src, tag *C.int) {
+	*src, *tag = C.int(env.Source), C.int(env.Tag)
+}
+
+//export sperligo_recv
+func sperligo_recv(ci, src, tag C.int, outlen *C.size_t, gotSrc, gotTag *C.int, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	c := s.at(ci)
 	async(d, func() C.int {
-		b, err := s.c.Recv(ctx, int(src), int(tag))
+		b, env, err := c.RecvFrom(ctx, int(src), int(tag))
+		if err == nil {
+			envelope(env, gotSrc, gotTag)
+		}
 		return s.keep(b, err, outlen)
 	})
 }
 
-func (s *session) put(slot C.int, op any) {
-	i := int(slot)
-	for len(s.ops) <= i {
-		s.ops = append(s.ops, nil)
-	}
-	if s.ops[i] != nil {
-		broken(fmt.Sprintf("operation slot %d is taken", i))
-	}
-	s.ops[i] = op
+//export sperligo_probe
+func sperligo_probe(ci, src, tag C.int, outlen *C.size_t, gotSrc, gotTag *C.int, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	c := s.at(ci)
+	async(d, func() C.int {
+		env, err := c.Probe(ctx, int(src), int(tag))
+		if err != nil {
+			return code(err)
+		}
+		envelope(env, gotSrc, gotTag)
+		*outlen = C.size_t(env.Length)
+		return 0
+	})
 }
 
-func (s *session) take(slot C.int) any {
+//export sperligo_iprobe
+func sperligo_iprobe(ci, src, tag C.int, found *C.int, outlen *C.size_t, gotSrc, gotTag *C.int) C.int {
+	defer guard()
+	env, ok, err := need().at(ci).Iprobe(int(src), int(tag))
+	if err != nil {
+		return code(err)
+	}
+	*found = 0
+	if ok {
+		*found = 1
+		envelope(env, gotSrc, gotTag)
+		*outlen = C.size_t(env.Length)
+	}
+	return 0
+}
+
+//export sperligo_sendrecv
+func sperligo_sendrecv(ci, dest, sendtag C.int, data unsafe.Pointer, n C.size_t, src, recvtag C.int, outlen *C.size_t, gotSrc, gotTag *C.int, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	c := s.at(ci)
+	b := sendBuf(c, dest, data, n)
+	async(d, func() C.int {
+		got, env, err := c.Sendrecv(ctx, int(dest), int(sendtag), b, int(src), int(recvtag))
+		if err == nil {
+			envelope(env, gotSrc, gotTag)
+		}
+		return s.sent(s.keep(got, err, outlen))
+	})
+}
+
+func (s *session) put(slot C.int, c *runtime.Comm, op any) {
 	i := int(slot)
-	if i < 0 || i >= len(s.ops) || s.ops[i] == nil {
+	for len(s.ops) <= i {
+		s.ops = append(s.ops, openOp{})
+	}
+	if s.ops[i].op != nil {
+		broken(fmt.Sprintf("operation slot %d is taken", i))
+	}
+	s.ops[i] = openOp{c, op}
+}
+
+func (s *session) take(slot C.int) openOp {
+	i := int(slot)
+	if i < 0 || i >= len(s.ops) || s.ops[i].op == nil {
 		broken(fmt.Sprintf("operation slot %d is empty", i))
 	}
 	op := s.ops[i]
-	s.ops[i] = nil
+	s.ops[i] = openOp{}
 	return op
 }
 
 //export sperligo_start_send
-func sperligo_start_send(slot, dest, tag C.int, data unsafe.Pointer, n C.size_t) C.int {
+func sperligo_start_send(slot, ci, dest, tag C.int, data unsafe.Pointer, n C.size_t) C.int {
 	defer guard()
 	s := need()
+	c := s.at(ci)
 	b := append([]byte(nil), cbytes(data, n)...) // kept until written
-	op, err := s.c.StartSend(int(dest), int(tag), b)
+	op, err := c.StartSend(int(dest), int(tag), b)
 	if err != nil {
 		return code(err)
 	}
-	s.put(slot, op)
+	s.put(slot, c, op)
 	return 0
 }
 
@@ -426,94 +517,163 @@ func sperligo_start_send(slot, dest, tag C.int, data unsafe.Pointer, n C.size_t)
 func sperligo_finish_send(slot C.int, d *C.sperligo_done) {
 	defer guard()
 	s := need()
-	op, ok := s.take(slot).(*runtime.SendOp)
+	o := s.take(slot)
+	op, ok := o.op.(*runtime.SendOp)
 	if !ok {
 		broken("finish_send of an operation that is no send")
 	}
-	async(d, func() C.int { return code(s.c.FinishSend(ctx, op)) })
+	async(d, func() C.int { return code(o.c.FinishSend(ctx, op)) })
 }
 
 //export sperligo_start_recv
-func sperligo_start_recv(slot, src, tag C.int) C.int {
+func sperligo_start_recv(slot, ci, src, tag C.int) C.int {
 	defer guard()
 	s := need()
-	op, err := s.c.StartRecv(int(src), int(tag))
+	c := s.at(ci)
+	op, err := c.StartRecv(int(src), int(tag))
 	if err != nil {
 		return code(err)
 	}
-	s.put(slot, op)
+	s.put(slot, c, op)
 	return 0
 }
 
 //export sperligo_finish_recv
-func sperligo_finish_recv(slot C.int, outlen *C.size_t, d *C.sperligo_done) {
+func sperligo_finish_recv(slot C.int, outlen *C.size_t, gotSrc, gotTag *C.int, d *C.sperligo_done) {
 	defer guard()
 	s := need()
-	op, ok := s.take(slot).(*runtime.RecvOp)
+	o := s.take(slot)
+	op, ok := o.op.(*runtime.RecvOp)
 	if !ok {
 		broken("finish_recv of an operation that is no receive")
 	}
 	async(d, func() C.int {
-		b, err := s.c.FinishRecv(ctx, op)
+		b, err := o.c.FinishRecv(ctx, op)
+		if err == nil {
+			envelope(op.Envelope(), gotSrc, gotTag)
+		}
+		return s.keep(b, err, outlen)
+	})
+}
+
+// collective runs f, a collective on communicator ci that makes data, and
+// keeps its result.
+func collective(ci C.int, outlen *C.size_t, d *C.sperligo_done, f func(c *runtime.Comm) ([]byte, error)) {
+	s := need()
+	c := s.at(ci)
+	async(d, func() C.int {
+		b, err := f(c)
 		return s.keep(b, err, outlen)
 	})
 }
 
 //export sperligo_barrier
-func sperligo_barrier(d *C.sperligo_done) {
+func sperligo_barrier(ci C.int, d *C.sperligo_done) {
 	defer guard()
-	s := need()
-	async(d, func() C.int { return code(s.c.Barrier(ctx)) })
+	c := need().at(ci)
+	async(d, func() C.int { return code(c.Barrier(ctx)) })
 }
 
 //export sperligo_bcast
-func sperligo_bcast(root C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+func sperligo_bcast(ci, root C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
 	defer guard()
-	s := need()
-	async(d, func() C.int {
-		b, err := s.c.Bcast(ctx, int(root), collData(data, n))
-		return s.keep(b, err, outlen)
+	collective(ci, outlen, d, func(c *runtime.Comm) ([]byte, error) {
+		return c.Bcast(ctx, int(root), collData(data, n))
 	})
 }
 
 //export sperligo_reduce
-func sperligo_reduce(root, typ, op C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+func sperligo_reduce(ci, root, typ, op C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
 	defer guard()
-	s := need()
-	async(d, func() C.int {
-		b, err := s.c.Reduce(ctx, int(root), runtime.Type(typ), runtime.Op(op), collData(data, n))
-		return s.keep(b, err, outlen)
+	collective(ci, outlen, d, func(c *runtime.Comm) ([]byte, error) {
+		return c.Reduce(ctx, int(root), runtime.Type(typ), runtime.Op(op), collData(data, n))
 	})
 }
 
 //export sperligo_allreduce
-func sperligo_allreduce(typ, op C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+func sperligo_allreduce(ci, typ, op C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
 	defer guard()
-	s := need()
-	async(d, func() C.int {
-		b, err := s.c.Allreduce(ctx, runtime.Type(typ), runtime.Op(op), collData(data, n))
-		return s.keep(b, err, outlen)
+	collective(ci, outlen, d, func(c *runtime.Comm) ([]byte, error) {
+		return c.Allreduce(ctx, runtime.Type(typ), runtime.Op(op), collData(data, n))
+	})
+}
+
+//export sperligo_reduce_scatter
+func sperligo_reduce_scatter(ci, typ, op C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+	defer guard()
+	collective(ci, outlen, d, func(c *runtime.Comm) ([]byte, error) {
+		return c.ReduceScatter(ctx, runtime.Type(typ), runtime.Op(op), collData(data, n))
 	})
 }
 
 //export sperligo_gather
-func sperligo_gather(root C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+func sperligo_gather(ci, root C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
 	defer guard()
-	s := need()
-	async(d, func() C.int {
-		b, err := s.c.Gather(ctx, int(root), collData(data, n))
-		return s.keep(b, err, outlen)
+	collective(ci, outlen, d, func(c *runtime.Comm) ([]byte, error) {
+		return c.Gather(ctx, int(root), collData(data, n))
 	})
 }
 
 //export sperligo_scatter
-func sperligo_scatter(root C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+func sperligo_scatter(ci, root C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+	defer guard()
+	collective(ci, outlen, d, func(c *runtime.Comm) ([]byte, error) {
+		return c.Scatter(ctx, int(root), collData(data, n))
+	})
+}
+
+//export sperligo_allgather
+func sperligo_allgather(ci C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+	defer guard()
+	collective(ci, outlen, d, func(c *runtime.Comm) ([]byte, error) {
+		return c.Allgather(ctx, collData(data, n))
+	})
+}
+
+//export sperligo_alltoall
+func sperligo_alltoall(ci C.int, data unsafe.Pointer, n C.size_t, outlen *C.size_t, d *C.sperligo_done) {
+	defer guard()
+	collective(ci, outlen, d, func(c *runtime.Comm) ([]byte, error) {
+		return c.Alltoall(ctx, collData(data, n))
+	})
+}
+
+// sperligo_split makes the communicators of a split of ci; this rank's new
+// one (joined 1) becomes index next, the one sperli.c gives it.
+//
+//export sperligo_split
+func sperligo_split(ci, color, key, next C.int, joined, rank, size *C.int, d *C.sperligo_done) {
 	defer guard()
 	s := need()
+	c := s.at(ci)
+	if int(next) != len(s.comms) {
+		broken(fmt.Sprintf("split into communicator %d, %d made", int(next), len(s.comms)))
+	}
 	async(d, func() C.int {
-		b, err := s.c.Scatter(ctx, int(root), collData(data, n))
-		return s.keep(b, err, outlen)
+		sub, err := c.Split(ctx, int(color), int(key))
+		if err != nil {
+			return code(err)
+		}
+		*joined = 0
+		if sub != nil {
+			s.comms = append(s.comms, sub)
+			*joined, *rank, *size = 1, C.int(sub.Rank()), C.int(sub.Size())
+		}
+		return 0
 	})
+}
+
+// sperligo_comm_free ends communicator ci (made by split): the runtime's
+// Finish of a sub-communicator, which is local.
+//
+//export sperligo_comm_free
+func sperligo_comm_free(ci C.int) C.int {
+	defer guard()
+	s := need()
+	if ci == 0 {
+		broken("comm_free of the session's communicator reached the Go layer")
+	}
+	return code(s.at(ci).Finish())
 }
 
 //export sperligo_set_silence

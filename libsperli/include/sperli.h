@@ -32,6 +32,20 @@
  *   session at a time. sperli_finish, sperli_abort and sperli_exit end it;
  *   its handle is then no longer valid (SPERLI_E_HANDLE), and a new
  *   sperli_init may open another session (with another handle).
+ * - Communicators: the session's handle is also its world communicator
+ *   (MPI_COMM_WORLD: every rank of the job). sperli_split makes more, each
+ *   a number of the same type (sperli_t) with its own ranks, size, tags and
+ *   collective sequence. Every function whose first argument is named comm
+ *   takes either: the session or a communicator made by sperli_split (not
+ *   freed). The six functions that end the session or checkpoint the job
+ *   (sperli_finish, sperli_abort, sperli_exit, sperli_use_checkpoints,
+ *   sperli_checkpoint, sperli_resume) take the session only, and answer
+ *   SPERLI_E_COMM for a communicator made by split. sperli_comm_free ends a
+ *   communicator made by split (SPERLI_E_COMM afterwards); all of them end
+ *   with the session. Handles are never reused: no session or communicator
+ *   handle is ever given twice.
+ * - Ranks, sources and destinations are ranks of the communicator named.
+ *   A receive or probe may name SPERLI_ANY_SOURCE and SPERLI_ANY_TAG.
  * - One call at a time: a function called while another function of the
  *   library runs (in another thread) returns SPERLI_E_BUSY at once and does
  *   nothing. Only sperli_strerror may be called at any time.
@@ -63,8 +77,9 @@
  * - A wrong argument never ends the process. Only a broken promise of the
  *   library itself ends it, with abort(3) after one line on standard error
  *   ("libsperli: broken promise, aborting: …"). No Go panic crosses into C.
- * - Calls that make data (recv, finish_recv, bcast, reduce, allreduce,
- *   gather, scatter, resume) keep their result in the session and tell its
+ * - Calls that make data (recv, recv_from, finish_recv, finish_recv_from,
+ *   sendrecv, bcast, reduce, allreduce, gather, scatter, allgather,
+ *   alltoall, reduce_scatter, resume) keep their result in the session and tell its
  *   length; sperli_result copies it out. The result stays until the next
  *   call that makes data, or the end of the session; a call that makes data
  *   and answers a refusal (a positive code) leaves an empty result; one that
@@ -81,9 +96,9 @@
  *
  * Codes common to all functions below, not repeated in each: SPERLI_E_FORK
  * (in the child of a fork(2): checked before everything), SPERLI_E_BUSY
- * (checked first otherwise), SPERLI_E_HANDLE (checked next, for every
- * function that takes a session), and the job's end codes just listed (for
- * every function that uses the job). Arguments are checked in the order they are listed;
+ * (checked first otherwise), SPERLI_E_HANDLE and SPERLI_E_COMM (checked
+ * next, for every function that takes a session or communicator), and the
+ * job's end codes just listed (for every function that uses the job). Arguments are checked in the order they are listed;
  * the first wrong one gives the code.
  */
 #ifndef SPERLI_H
@@ -109,6 +124,23 @@ typedef int sperli_t;
  * handles are > 0; each is finished exactly once. */
 typedef int64_t sperli_op;
 
+/* Wildcards of a receive or probe (MPI_ANY_SOURCE, MPI_ANY_TAG): a
+ * message from any rank of the communicator, of any tag. */
+#define SPERLI_ANY_SOURCE (-1)
+#define SPERLI_ANY_TAG (-1)
+
+/* The color of sperli_split that joins no new communicator (MPI_UNDEFINED):
+ * the rank gets SPERLI_NONE. */
+#define SPERLI_UNDEFINED (-1)
+
+/* What a receive or probe got (MPI_Status): the message's source (its rank
+ * in the communicator of the call), its tag, and its length in bytes. */
+typedef struct {
+    int source;
+    int tag;
+    size_t len;
+} sperli_status;
+
 /* ------------------------------------------------------------------------
  * Codes. Stable: numbers are never reused and only appended. The same table
  * is in docs/errors.md and docs/c.md.
@@ -123,7 +155,8 @@ typedef int64_t sperli_op;
  * hold (sperli_result, sperli_last_error: the length needed is told;
  * sperli_job: 33 bytes needed). */
 #define SPERLI_E_LENGTH (-2)
-/* A rank of a point-to-point call outside the job: not 0 … size-1.
+/* A rank of a point-to-point call outside its communicator: not 0 …
+ * size-1 (nor SPERLI_ANY_SOURCE where a receive or probe takes it).
  * (A collective's root outside the job is no negative code: it is H1618 on
  * every rank, SPEC §8.3.) */
 #define SPERLI_E_RANK (-3)
@@ -137,9 +170,10 @@ typedef int64_t sperli_op;
 /* A count outside its range: the milliseconds of sperli_set_silence, which
  * must be SPERLI_MIN_SILENCE_MS … SPERLI_MAX_SILENCE_MS. */
 #define SPERLI_E_COUNT (-7)
-/* A session handle that is not the open session: never given by
- * sperli_init, made up, or of a session ended by sperli_finish,
- * sperli_abort or sperli_exit. */
+/* A handle that is neither the open session nor a communicator of it:
+ * never given by sperli_init or sperli_split, made up, or of a session
+ * ended by sperli_finish, sperli_abort or sperli_exit (its communicators
+ * too). */
 #define SPERLI_E_HANDLE (-8)
 /* A path that cannot be one: longer than SPERLI_MAX_PATH bytes. */
 #define SPERLI_E_PATH (-9)
@@ -163,6 +197,12 @@ typedef int64_t sperli_op;
 /* Called in the child of a fork(2): the session and the library's threads
  * are the parent's. Nothing was done (the parent's job goes on). */
 #define SPERLI_E_FORK (-15)
+/* A communicator of the open session that this call cannot take: one freed
+ * by sperli_comm_free; one made by sperli_split given to a function that
+ * takes the session only (sperli_finish, sperli_abort, sperli_exit,
+ * sperli_use_checkpoints, sperli_checkpoint, sperli_resume); or the
+ * session itself given to sperli_comm_free. (H1617 in Go and Starlark.) */
+#define SPERLI_E_COMM (-16)
 
 /* Refusals of the job: the code is the number of Hnnnn (SPEC §13). */
 #define SPERLI_H1601 1601 /* peer certificate refused: none, another CA, wrong name or address, not TLS 1.3 */
@@ -303,36 +343,37 @@ int sperli_init(const char *line, sperli_t *session);
 int sperli_init_stdin(sperli_t *session);
 
 /*
- * sperli_rank, sperli_size — this rank's number (0 … size-1) and the number
- * of ranks in the job.
+ * sperli_rank, sperli_size — this rank's number in comm (0 … size-1) and
+ * the number of ranks in comm: in the job for the session, in the
+ * communicator for one made by sperli_split.
  *
- * session  the open session.
+ * comm     the session, or a communicator made by sperli_split.
  * rank     where the rank is written.   size  where the size is written.
  *
  * Returns 0, SPERLI_E_NULL (rank or size is NULL).
  */
-int sperli_rank(sperli_t session, int *rank);
-int sperli_size(sperli_t session, int *size);
+int sperli_rank(sperli_t comm, int *rank);
+int sperli_size(sperli_t comm, int *size);
 
 /*
  * sperli_job — the job's id: SPERLI_JOB_ID_LEN (32) hex digits and a NUL.
  *
- * session  the open session.
+ * comm     the session, or a communicator made by sperli_split (the job's).
  * buf      where the id is written; cap  its size in bytes, at least 33.
  *
  * Returns 0, SPERLI_E_NULL (buf is NULL), SPERLI_E_LENGTH (cap < 33).
  */
-int sperli_job(sperli_t session, char *buf, size_t cap);
+int sperli_job(sperli_t comm, char *buf, size_t cap);
 
 /*
  * sperli_incarnation — the job's incarnation: 0, one more at each restart.
  *
- * session  the open session.
+ * comm     the session, or a communicator made by sperli_split (the job's).
  * inc      where the incarnation is written.
  *
  * Returns 0, SPERLI_E_NULL (inc is NULL).
  */
-int sperli_incarnation(sperli_t session, uint32_t *inc);
+int sperli_incarnation(sperli_t comm, uint32_t *inc);
 
 /* ------------------------------------------------------------------------
  * Point-to-point (SPEC §6)
@@ -347,22 +388,22 @@ int sperli_incarnation(sperli_t session, uint32_t *inc);
  * copy); afterwards the buffer is the caller's. Sending to this rank itself
  * works (a receive of it gets the message).
  *
- * session  the open session.
- * dest     the receiving rank, 0 … size-1.
+ * comm     the session, or a communicator made by sperli_split.
+ * dest     the receiving rank, 0 … size-1 (a rank of comm).
  * tag      0 … SPERLI_MAX_TAG.
  * data     the message; may be NULL when len is 0.
  * len      its length in bytes, 0 … SPERLI_MAX_MESSAGE.
  *
  * Returns
  *   0                   the message is on its way
- *   SPERLI_E_RANK       dest is outside the job
+ *   SPERLI_E_RANK       dest is outside comm
  *   SPERLI_E_TAG        tag is outside 0 … SPERLI_MAX_TAG
  *   SPERLI_E_NULL       data is NULL and len > 0
  *   SPERLI_E_LENGTH     len > SPERLI_MAX_MESSAGE
  *   SPERLI_E_FINISHED   rank dest has finished
  *   the job's end codes (1608, 1609, 1611, 1612, 1613)
  */
-int sperli_send(sperli_t session, int dest, int tag, const void *data, size_t len);
+int sperli_send(sperli_t comm, int dest, int tag, const void *data, size_t len);
 
 /*
  * sperli_recv — receive the next message from rank source with tag.
@@ -371,24 +412,31 @@ int sperli_send(sperli_t session, int dest, int tag, const void *data, size_t le
  * of another tag from the same source is kept for its own receive. It
  * waits until the message is there (no longer than the silence limit after
  * the source's last sign of life, SPEC §7). The message becomes the
- * session's result: copy it out with sperli_result.
+ * session's result: copy it out with sperli_result. With a wildcard it
+ * takes, of the messages that fit, the one that arrived first (so one
+ * source's messages stay in order); sperli_recv_from also tells the
+ * source and tag it got.
  *
- * session  the open session.
- * source   the sending rank, 0 … size-1.
- * tag      0 … SPERLI_MAX_TAG.
+ * comm     the session, or a communicator made by sperli_split.
+ * source   the sending rank, 0 … size-1 (a rank of comm), or
+ *          SPERLI_ANY_SOURCE.
+ * tag      0 … SPERLI_MAX_TAG, or SPERLI_ANY_TAG.
  * len      where the message's length is written (0 … SPERLI_MAX_MESSAGE).
  *
  * Returns
  *   0                   received; *len is its length
- *   SPERLI_E_RANK       source is outside the job
- *   SPERLI_E_TAG        tag is outside 0 … SPERLI_MAX_TAG
+ *   SPERLI_E_RANK       source is outside comm (and not SPERLI_ANY_SOURCE)
+ *   SPERLI_E_TAG        tag is outside 0 … SPERLI_MAX_TAG (and not
+ *                       SPERLI_ANY_TAG)
  *   SPERLI_E_NULL       len is NULL
  *   SPERLI_E_FINISHED   rank source has finished and no such message is
- *                       kept (*len and the earlier result are untouched)
+ *                       kept, or source is this rank itself and no such
+ *                       message was sent to it (*len and the earlier
+ *                       result are untouched)
  *   the job's end codes (1608, 1609, 1611, 1612, 1613; *len is 0, the
  *   result empty)
  */
-int sperli_recv(sperli_t session, int source, int tag, size_t *len);
+int sperli_recv(sperli_t comm, int source, int tag, size_t *len);
 
 /*
  * sperli_start_send — start sending, return at once with an open operation.
@@ -397,8 +445,8 @@ int sperli_recv(sperli_t session, int source, int tag, size_t *len);
  * called. The data is copied: the buffer is the caller's again on return.
  * Finish the operation with sperli_finish_send exactly once.
  *
- * session  the open session.
- * dest     the receiving rank, 0 … size-1.
+ * comm     the session, or a communicator made by sperli_split.
+ * dest     the receiving rank, 0 … size-1 (a rank of comm).
  * tag      0 … SPERLI_MAX_TAG.
  * data     the message; may be NULL when len is 0.
  * len      its length in bytes, 0 … SPERLI_MAX_MESSAGE.
@@ -410,7 +458,7 @@ int sperli_recv(sperli_t session, int source, int tag, size_t *len);
  *   op NULL), SPERLI_E_LENGTH, SPERLI_E_FINISHED, the job's end codes —
  *   as sperli_send
  */
-int sperli_start_send(sperli_t session, int dest, int tag, const void *data, size_t len,
+int sperli_start_send(sperli_t comm, int dest, int tag, const void *data, size_t len,
                       sperli_op *op);
 
 /*
@@ -418,7 +466,8 @@ int sperli_start_send(sperli_t session, int dest, int tag, const void *data, siz
  * connection, and finish op (its handle is no longer valid afterwards,
  * whatever the code).
  *
- * session  the open session.
+ * comm     the session, or any communicator of it: the operation is the
+ *          session's, whichever communicator started it (freed since or not).
  * op       an open send of this session.
  *
  * Returns
@@ -426,34 +475,36 @@ int sperli_start_send(sperli_t session, int dest, int tag, const void *data, siz
  *   SPERLI_E_OPERATION   op is not an open send of this session
  *   the job's end codes (1608, 1609, 1611, 1612, 1613)
  */
-int sperli_finish_send(sperli_t session, sperli_op op);
+int sperli_finish_send(sperli_t comm, sperli_op op);
 
 /*
  * sperli_start_recv — post a receive for the next message from source with
- * tag and return at once with an open operation. Receives of one (source,
- * tag) are matched in the order they are posted. Finish it with
- * sperli_finish_recv exactly once.
+ * tag and return at once with an open operation. An arriving message goes
+ * to the receive posted first among those it fits. Finish it with
+ * sperli_finish_recv or sperli_finish_recv_from exactly once.
  *
- * session  the open session.
- * source   the sending rank, 0 … size-1.
- * tag      0 … SPERLI_MAX_TAG.
+ * comm     the session, or a communicator made by sperli_split.
+ * source   the sending rank, 0 … size-1 (a rank of comm), or
+ *          SPERLI_ANY_SOURCE.
+ * tag      0 … SPERLI_MAX_TAG, or SPERLI_ANY_TAG.
  * op       where the operation's handle is written (only on success).
  *
  * Returns
  *   0                   posted; *op is open
- *   SPERLI_E_RANK       source is outside the job
- *   SPERLI_E_TAG        tag is outside 0 … SPERLI_MAX_TAG
+ *   SPERLI_E_RANK       source is outside comm (and not SPERLI_ANY_SOURCE)
+ *   SPERLI_E_TAG        tag is outside 0 … SPERLI_MAX_TAG (and not
+ *                       SPERLI_ANY_TAG)
  *   SPERLI_E_NULL       op is NULL
  *   the job's end codes (1608, 1609, 1611, 1612, 1613)
  */
-int sperli_start_recv(sperli_t session, int source, int tag, sperli_op *op);
+int sperli_start_recv(sperli_t comm, int source, int tag, sperli_op *op);
 
 /*
  * sperli_finish_recv — wait for the receive of op, make its message the
  * session's result, and finish op (its handle is no longer valid
  * afterwards, whatever the code).
  *
- * session  the open session.
+ * comm     the session, or any communicator of it (as sperli_finish_send).
  * op       an open receive of this session.
  * len      where the message's length is written.
  *
@@ -466,20 +517,140 @@ int sperli_start_recv(sperli_t session, int source, int tag, sperli_op *op);
  *                        untouched)
  *   the job's end codes (1608, 1609, 1611, 1612, 1613)
  */
-int sperli_finish_recv(sperli_t session, sperli_op op, size_t *len);
+int sperli_finish_recv(sperli_t comm, sperli_op op, size_t *len);
+
+/*
+ * sperli_recv_from — sperli_recv that also tells the source and tag of the
+ * message it got (MPI_Recv with its status): for a wildcard receive.
+ *
+ * comm     the session, or a communicator made by sperli_split.
+ * source   the sending rank (a rank of comm), or SPERLI_ANY_SOURCE.
+ * tag      0 … SPERLI_MAX_TAG, or SPERLI_ANY_TAG.
+ * status   where the message's source (its rank in comm), tag and length
+ *          are written.
+ *
+ * Returns
+ *   0                   received; *status tells it, status->len bytes are
+ *                       the result
+ *   SPERLI_E_RANK, SPERLI_E_TAG, SPERLI_E_FINISHED — as sperli_recv
+ *                       (*status and the earlier result are untouched)
+ *   SPERLI_E_NULL       status is NULL
+ *   the job's end codes (*status is SPERLI_ANY_SOURCE, SPERLI_ANY_TAG, 0;
+ *   the result empty)
+ */
+int sperli_recv_from(sperli_t comm, int source, int tag, sperli_status *status);
+
+/*
+ * sperli_finish_recv_from — sperli_finish_recv that also tells the source
+ * and tag of the message (MPI_Wait with its status): for a receive
+ * started with a wildcard.
+ *
+ * comm     the session, or any communicator of it (as sperli_finish_send).
+ * op       an open receive of this session.
+ * status   where the message's source (its rank in the communicator that
+ *          started op), tag and length are written.
+ *
+ * Returns the codes of sperli_finish_recv; SPERLI_E_NULL when status is
+ * NULL (op stays open). On a refusal *status is SPERLI_ANY_SOURCE,
+ * SPERLI_ANY_TAG, 0, as sperli_recv_from.
+ */
+int sperli_finish_recv_from(sperli_t comm, sperli_op op, sperli_status *status);
+
+/*
+ * sperli_probe — wait for a message that fits source and tag and tell its
+ * source, tag and length without receiving it (MPI_Probe): the next receive
+ * that names them (or fits it, posted first) gets it. It does not touch the
+ * session's result.
+ *
+ * comm     the session, or a communicator made by sperli_split.
+ * source   a rank of comm, or SPERLI_ANY_SOURCE.
+ * tag      0 … SPERLI_MAX_TAG, or SPERLI_ANY_TAG.
+ * status   where the message's source, tag and length are written (only
+ *          on 0).
+ *
+ * Returns
+ *   0                   a message fits: *status tells it
+ *   SPERLI_E_RANK, SPERLI_E_TAG — as sperli_recv
+ *   SPERLI_E_NULL       status is NULL
+ *   SPERLI_E_FINISHED   rank source has finished and no such message is
+ *                       kept
+ *   the job's end codes
+ */
+int sperli_probe(sperli_t comm, int source, int tag, sperli_status *status);
+
+/*
+ * sperli_iprobe — sperli_probe that does not wait (MPI_Iprobe): *flag is 1
+ * and *status tells the message when one that fits is here, else *flag is
+ * 0 and *status is untouched. It does not read the connections itself:
+ * messages come in as the library reads them (a loop of sperli_iprobe
+ * sees them, but a blocking sperli_probe is cheaper).
+ *
+ * comm     the session, or a communicator made by sperli_split.
+ * source   a rank of comm, or SPERLI_ANY_SOURCE.
+ * tag      0 … SPERLI_MAX_TAG, or SPERLI_ANY_TAG.
+ * flag     where 1 (a message is here) or 0 (none yet) is written.
+ * status   where the message's source, tag and length are written (only
+ *          when *flag is 1).
+ *
+ * Returns
+ *   0                   *flag says whether a message fits
+ *   SPERLI_E_RANK, SPERLI_E_TAG — as sperli_recv
+ *   SPERLI_E_NULL       flag or status is NULL
+ *   the job's end codes
+ */
+int sperli_iprobe(sperli_t comm, int source, int tag, int *flag, sperli_status *status);
+
+/*
+ * sperli_sendrecv — send len bytes at data to dest with sendtag and
+ * receive the next message from source with recvtag, at once
+ * (MPI_Sendrecv): the receive is posted before the send starts, so a ring
+ * shift (every rank sends right and receives from the left) never waits
+ * for ever, whatever the size. The data is read during the call only; the
+ * message received becomes the session's result.
+ *
+ * comm     the session, or a communicator made by sperli_split.
+ * dest     the receiving rank, 0 … size-1 (a rank of comm).
+ * sendtag  0 … SPERLI_MAX_TAG.
+ * data     the message to send; may be NULL when len is 0.
+ * len      its length in bytes, 0 … SPERLI_MAX_MESSAGE.
+ * source   the sending rank (a rank of comm), or SPERLI_ANY_SOURCE.
+ * recvtag  0 … SPERLI_MAX_TAG, or SPERLI_ANY_TAG.
+ * status   where the received message's source, tag and length are
+ *          written.
+ *
+ * Returns
+ *   0                   sent and received; status->len bytes are the result
+ *   SPERLI_E_RANK       dest or source is outside comm
+ *   SPERLI_E_TAG        sendtag or recvtag is outside its range
+ *   SPERLI_E_NULL       data is NULL and len > 0, or status is NULL
+ *   SPERLI_E_LENGTH     len > SPERLI_MAX_MESSAGE
+ *   SPERLI_E_FINISHED   rank dest has finished (nothing was sent), or rank
+ *                       source has finished and no such message is kept:
+ *                       then the send was made all the same, only the
+ *                       receive can never complete (*status and the
+ *                       earlier result are untouched in both cases)
+ *   the job's end codes (*status is SPERLI_ANY_SOURCE, SPERLI_ANY_TAG, 0;
+ *   the result empty)
+ */
+int sperli_sendrecv(sperli_t comm, int dest, int sendtag, const void *data, size_t len,
+                    int source, int recvtag, sperli_status *status);
 
 /* ------------------------------------------------------------------------
- * Collectives (SPEC §8). Every rank makes the same calls in the same order.
- * Data is bytes (elements of a type for reduce and allreduce); the result
- * is new bytes, kept as the session's result.
+ * Collectives (SPEC §8). Every rank of comm makes the same calls on comm in
+ * the same order (each communicator has its own sequence; "every rank"
+ * below is every rank of comm, and a root is a rank of comm). Data is
+ * bytes (elements of a type for reduce, allreduce and reduce_scatter); the
+ * result is new bytes, kept as the session's result.
  *
  * SPEC §8.3 holds as for every rank: a wrong call every rank can see —
  * a root outside the job, a reduction that does not fit the type, data
- * that is no whole number of elements, data over SPERLI_MAX_COLLECTIVE
- * bytes — answers 1618 on every rank (also on ranks whose own arguments
+ * that is no whole number of elements (of blocks, for alltoall and
+ * reduce_scatter), data over SPERLI_MAX_COLLECTIVE bytes, a split color
+ * below -1 — answers 1618 on every rank (also on ranks whose own arguments
  * were right) and the job goes on. Contributions of different lengths
- * (reduce, allreduce, gather), a scatter whose data is no whole number of
- * blocks, or ranks making different calls end the job: 1613 on the rank
+ * (reduce, allreduce, gather, allgather, alltoall, reduce_scatter), a
+ * scatter whose data is no whole number of blocks, or ranks making
+ * different calls end the job: 1613 on the rank
  * that sees it, 1612 on the others. The negative codes below are caught
  * before the call starts, on this rank alone: nothing is sent, the other
  * ranks go on waiting in the call, and this rank may make it again with
@@ -489,17 +660,17 @@ int sperli_finish_recv(sperli_t session, sperli_op op, size_t *len);
 /*
  * sperli_barrier — return when every rank has called it.
  *
- * session  the open session.
+ * comm     the session, or a communicator made by sperli_split.
  *
  * Returns 0, 1613, the job's end codes.
  */
-int sperli_barrier(sperli_t session);
+int sperli_barrier(sperli_t comm);
 
 /*
  * sperli_bcast — every rank gets root's data.
  *
- * session  the open session.
- * root     the rank whose data is sent (outside the job: 1618 everywhere).
+ * comm     the session, or a communicator made by sperli_split.
+ * root     the rank whose data is sent (outside comm: 1618 everywhere).
  * data     the data on root (may be NULL when len is 0); ignored elsewhere
  *          (may be NULL there whatever len is).
  * len      its length on root, at most SPERLI_MAX_COLLECTIVE.
@@ -512,14 +683,14 @@ int sperli_barrier(sperli_t session);
  *   1618                root outside the job, or root's len over the limit
  *   1613, the job's end codes
  */
-int sperli_bcast(sperli_t session, int root, const void *data, size_t len, size_t *result_len);
+int sperli_bcast(sperli_t comm, int root, const void *data, size_t len, size_t *result_len);
 
 /*
  * sperli_reduce — combine every rank's elements, element by element, with
  * a reduction, in rank order; the result on root (empty elsewhere).
  *
- * session  the open session.
- * root     the rank that gets the result (outside the job: 1618 everywhere).
+ * comm     the session, or a communicator made by sperli_split.
+ * root     the rank that gets the result (outside comm: 1618 everywhere).
  * type     one of enum sperli_type.
  * reduction one of enum sperli_reduction.
  * data     this rank's elements, little-endian; may be NULL when len is 0.
@@ -538,26 +709,26 @@ int sperli_bcast(sperli_t session, int root, const void *data, size_t len, size_
  *   1613                lengths differ across ranks, or another call
  *   the job's end codes
  */
-int sperli_reduce(sperli_t session, int root, int type, int reduction, const void *data,
+int sperli_reduce(sperli_t comm, int root, int type, int reduction, const void *data,
                   size_t len, size_t *result_len);
 
 /*
  * sperli_allreduce — sperli_reduce to rank 0, then the result to every
  * rank: every rank gets the same bytes.
  *
- * session, type, reduction, data, len, result_len — as sperli_reduce.
+ * comm, type, reduction, data, len, result_len — as sperli_reduce.
  *
  * Returns the codes of sperli_reduce (1618 for no root reason).
  */
-int sperli_allreduce(sperli_t session, int type, int reduction, const void *data, size_t len,
+int sperli_allreduce(sperli_t comm, int type, int reduction, const void *data, size_t len,
                      size_t *result_len);
 
 /*
  * sperli_gather — root gets every rank's data concatenated in rank order
  * (size × len bytes); the result is empty elsewhere.
  *
- * session  the open session.
- * root     the rank that gets the result (outside the job: 1618 everywhere).
+ * comm     the session, or a communicator made by sperli_split.
+ * root     the rank that gets the result (outside comm: 1618 everywhere).
  * data     this rank's data; may be NULL when len is 0.
  * len      its length, the same on every rank, at most SPERLI_MAX_COLLECTIVE.
  * result_len  where the result's length is written.
@@ -569,14 +740,14 @@ int sperli_allreduce(sperli_t session, int type, int reduction, const void *data
  *   1613                lengths differ across ranks, or another call
  *   the job's end codes
  */
-int sperli_gather(sperli_t session, int root, const void *data, size_t len, size_t *result_len);
+int sperli_gather(sperli_t comm, int root, const void *data, size_t len, size_t *result_len);
 
 /*
  * sperli_scatter — root's data is cut into size equal blocks; rank i gets
  * block i.
  *
- * session  the open session.
- * root     the rank whose data is cut (outside the job: 1618 everywhere).
+ * comm     the session, or a communicator made by sperli_split.
+ * root     the rank whose data is cut (outside comm: 1618 everywhere).
  * data     the data on root, a whole number of size blocks (else 1613, the
  *          job ends); ignored elsewhere (may be NULL there).
  * len      its length on root, at most SPERLI_MAX_COLLECTIVE.
@@ -590,7 +761,119 @@ int sperli_gather(sperli_t session, int root, const void *data, size_t len, size
  *   1613                root's len is no whole number of blocks, another call
  *   the job's end codes
  */
-int sperli_scatter(sperli_t session, int root, const void *data, size_t len, size_t *result_len);
+int sperli_scatter(sperli_t comm, int root, const void *data, size_t len, size_t *result_len);
+
+/*
+ * sperli_allgather — every rank gets every rank's data concatenated in
+ * rank order (size × len bytes; MPI_Allgather).
+ *
+ * comm     the session, or a communicator made by sperli_split.
+ * data     this rank's data; may be NULL when len is 0.
+ * len      its length, the same on every rank, at most SPERLI_MAX_COLLECTIVE.
+ * result_len  where the result's length is written.
+ *
+ * Returns
+ *   0                   gathered
+ *   SPERLI_E_NULL       data is NULL with len > 0, or result_len is NULL
+ *   1618                len over the limit (on any rank)
+ *   1613                lengths differ across ranks, or another call
+ *   the job's end codes
+ */
+int sperli_allgather(sperli_t comm, const void *data, size_t len, size_t *result_len);
+
+/*
+ * sperli_alltoall — data is size equal blocks; block j goes to rank j, and
+ * the result is the blocks received in rank order: block i of the result
+ * is block (this rank) of rank i's data (MPI_Alltoall).
+ *
+ * comm     the session, or a communicator made by sperli_split.
+ * data     this rank's size blocks; may be NULL when len is 0.
+ * len      its length, a whole number of size blocks, the same on every
+ *          rank, at most SPERLI_MAX_COLLECTIVE.
+ * result_len  where the result's length (len) is written.
+ *
+ * Returns
+ *   0                   exchanged
+ *   SPERLI_E_NULL       data is NULL with len > 0, or result_len is NULL
+ *   1618                len no whole number of blocks, or over the limit
+ *                       (on any rank)
+ *   1613                lengths differ across ranks, or another call
+ *   the job's end codes
+ */
+int sperli_alltoall(sperli_t comm, const void *data, size_t len, size_t *result_len);
+
+/*
+ * sperli_reduce_scatter — reduce every rank's data element by element in
+ * rank order, as sperli_allreduce does, and give rank i block i of the
+ * result (MPI_Reduce_scatter_block): data is size equal blocks of whole
+ * elements.
+ *
+ * comm     the session, or a communicator made by sperli_split.
+ * type     one of enum sperli_type.
+ * reduction one of enum sperli_reduction.
+ * data     this rank's elements, little-endian; may be NULL when len is 0.
+ * len      their length in bytes: size blocks of whole elements, the same
+ *          on every rank, at most SPERLI_MAX_COLLECTIVE.
+ * result_len  where the block's length (len / size) is written.
+ *
+ * Returns
+ *   0                   reduced; this rank's block is the result
+ *   SPERLI_E_TYPE       type is none of enum sperli_type
+ *   SPERLI_E_OP         reduction is none of enum sperli_reduction
+ *   SPERLI_E_NULL       data is NULL with len > 0, or result_len is NULL
+ *   1618                a reduction that does not fit the type, len no
+ *                       size blocks of whole elements or over the limit
+ *                       (on any rank)
+ *   1613                lengths differ across ranks, or another call
+ *   the job's end codes
+ */
+int sperli_reduce_scatter(sperli_t comm, int type, int reduction, const void *data, size_t len,
+                          size_t *result_len);
+
+/* ------------------------------------------------------------------------
+ * Communicators (SPEC §8.1 split)
+ */
+
+/*
+ * sperli_split — make new communicators of the ranks of comm
+ * (MPI_Comm_split): the ranks that give the same color form one, ranked by
+ * key and then by their rank in comm. Collective on comm. The new
+ * communicator has its own ranks, size, tags and collective sequence and
+ * never sees another's messages; it shares the job's connections and ends
+ * with the session (or with sperli_comm_free). Checkpoints stay the job's:
+ * they take the session.
+ *
+ * comm     the session, or a communicator made by sperli_split.
+ * color    0 … INT_MAX, or SPERLI_UNDEFINED (-1): this rank joins none.
+ *          (Below -1: 1618 on every rank.)
+ * key      any int: the order within the new communicator.
+ * newcomm  where the new communicator's handle is written (> 0), or
+ *          SPERLI_NONE for the color SPERLI_UNDEFINED.
+ *
+ * Returns
+ *   0                   made; *newcomm is this rank's new communicator
+ *   SPERLI_E_NULL       newcomm is NULL
+ *   1618                a color below -1 (on any rank)
+ *   1613                another call, the job's end codes
+ */
+int sperli_split(sperli_t comm, int color, int key, sperli_t *newcomm);
+
+/*
+ * sperli_comm_free — end a communicator made by sperli_split
+ * (MPI_Comm_free): its handle answers SPERLI_E_COMM from here on. Not
+ * collective; the job and the other communicators go on. Operations it
+ * started stay open and are finished as every operation is (with the
+ * session's handle, or that of any communicator not freed).
+ *
+ * comm     a communicator made by sperli_split, not freed yet.
+ *
+ * Returns
+ *   0                   freed
+ *   SPERLI_E_COMM       comm is the session (end it with sperli_finish), or
+ *                       was freed already
+ *   the job's end codes (comm is freed all the same)
+ */
+int sperli_comm_free(sperli_t comm);
 
 /* ------------------------------------------------------------------------
  * Failure detection, abort, finish (SPEC §7)
@@ -602,21 +885,21 @@ int sperli_scatter(sperli_t session, int root, const void *data, size_t len, siz
  * enough. The runtime heartbeats on its own; a long computation needs no
  * calls.
  *
- * session  the open session.
+ * comm     the session, or a communicator made by sperli_split.
  * ms       the limit in milliseconds, SPERLI_MIN_SILENCE_MS … SPERLI_MAX_SILENCE_MS.
  *
  * Returns 0, SPERLI_E_COUNT (ms outside the range), the job's end codes.
  */
-int sperli_set_silence(sperli_t session, int ms);
+int sperli_set_silence(sperli_t comm, int ms);
 
 /*
  * sperli_heartbeat — send a heartbeat to every peer now.
  *
- * session  the open session.
+ * comm     the session, or a communicator made by sperli_split.
  *
  * Returns 0, the job's end codes.
  */
-int sperli_heartbeat(sperli_t session);
+int sperli_heartbeat(sperli_t comm);
 
 /*
  * sperli_abort — end the job now: every peer is told and answers 1612
@@ -624,7 +907,7 @@ int sperli_heartbeat(sperli_t session);
  * no longer valid). End the program with sperli_exit(SPERLI_NONE, 0, …),
  * which gives exit status 1 (an aborted rank has failed).
  *
- * session  the open session.
+ * session  the open session (a communicator made by split: SPERLI_E_COMM).
  *
  * Returns 0.
  */
@@ -633,15 +916,17 @@ int sperli_abort(sperli_t session);
 /*
  * sperli_finish — say bye to every peer, wait until every peer has said bye
  * too (or is gone), close the connections. Collective in effect, like
- * MPI_Finalize. The session ends (its handle is no longer valid) unless the
- * answer is SPERLI_E_OPEN. A launched rank then still calls
- * sperli_exit(SPERLI_NONE, 0, &status) so the launcher gets its status
- * record.
+ * MPI_Finalize. The session ends (its handle and its communicators' are no
+ * longer valid) unless the answer is SPERLI_E_OPEN. A launched rank then
+ * still calls sperli_exit(SPERLI_NONE, 0, &status) so the launcher gets its
+ * status record.
  *
  * session  the open session.
  *
  * Returns
  *   0                   finished
+ *   SPERLI_E_COMM       session is a communicator made by sperli_split
+ *                       (sperli_comm_free ends one)
  *   SPERLI_E_OPEN       operations are open; nothing was done
  *   the job's end codes (the session has ended all the same)
  */
@@ -717,11 +1002,12 @@ int sperli_resume(sperli_t session, int *resumed, size_t *len);
  */
 
 /*
- * sperli_result — copy the session's result (of the last recv,
- * finish_recv, collective or resume) into buf. The result stays: it may be
- * copied again.
+ * sperli_result — copy the session's result (of the last call that made
+ * data: a receive, sendrecv, collective or resume, on any communicator)
+ * into buf. The result stays: it may be copied again.
  *
- * session  the open session.
+ * comm     the session, or any communicator of it: the result is the
+ *          session's.
  * buf      where the result is copied; may be NULL when cap is 0.
  * cap      the size of buf in bytes.
  * len      where the result's length is written (also when cap is short).
@@ -732,7 +1018,7 @@ int sperli_resume(sperli_t session, int *resumed, size_t *len);
  *   SPERLI_E_LENGTH     cap < the result's length: *len is the length
  *                       needed, nothing is copied, the result is kept
  */
-int sperli_result(sperli_t session, void *buf, size_t cap, size_t *len);
+int sperli_result(sperli_t comm, void *buf, size_t cap, size_t *len);
 
 /*
  * sperli_strerror — the text of a code: "SPERLI_E_RANK: rank outside the
@@ -785,6 +1071,7 @@ int sperli_last_error(char *buf, size_t cap, size_t *len);
  *   0                   ended; *status is the exit status
  *   SPERLI_E_HANDLE     session is neither the open session nor
  *                       SPERLI_NONE with no session open
+ *   SPERLI_E_COMM       session is a communicator made by sperli_split
  *   SPERLI_E_NULL       status is NULL
  */
 int sperli_exit(sperli_t session, int code, int *status);

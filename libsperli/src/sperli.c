@@ -8,7 +8,9 @@
  *   1. the one-call-at-a-time flag (an atomic compare-and-swap: a second
  *      caller gets SPERLI_E_BUSY at once and changes nothing), with the
  *      calling thread's cancellation disabled until the call returns;
- *   2. the session handle (a number, compared with the open session's);
+ *   2. the session or communicator handle (a number, looked up in the open
+ *      session's table of communicators: index 0 is the session itself,
+ *      its world; the index is the Go layer's too);
  *   3. each argument in the order of sperli.h: pointers, ranks, tags,
  *      lengths, types, reductions, counts, paths, operation handles (a
  *      table kept here: slot index and generation in one 64-bit number).
@@ -49,8 +51,8 @@ static volatile int in_child;          /* set in the child of a fork(2) */
 static int atfork_failed;              /* pthread_atfork failed: compare the pid instead */
 static pid_t start_pid;
 static sperli_t open_session;          /* 0: none */
-static sperli_t last_session;          /* handles are never reused */
-static int s_rank, s_size;
+static sperli_t last_handle;           /* session and communicator handles are never reused */
+static int s_rank, s_size;             /* in the world: comms[0] */
 static uint32_t s_inc;
 static char s_job[SPERLI_JOB_ID_LEN + 1];
 static size_t s_result_len;            /* the kept result's length */
@@ -72,6 +74,19 @@ static size_t nslots;   /* slots in use or ever used (the table's length) */
 static size_t capslots; /* allocated */
 static size_t nopen;    /* open operations */
 static uint32_t next_gen;
+
+/* Communicators of the open session, in the order made: index 0 is the
+ * world (the session's handle), each later one made by sperli_split. The
+ * index is the Go layer's index of the same communicator. Freed ones stay
+ * (marked), so that their handles answer SPERLI_E_COMM, not
+ * SPERLI_E_HANDLE; the table ends with the session. */
+struct comm {
+    sperli_t h;
+    int rank, size;
+    int freed;
+};
+static struct comm *comms;
+static size_t ncomms, capcomms;
 
 /* ------------------------------------------------------------------------
  * Helpers
@@ -138,10 +153,18 @@ static int fail(int code, const char *fn, const char *fmt, ...) {
     return code;
 }
 
-/* gone checks what the Go layer answered. */
+/* gone checks what the Go layer answered. SPERLI_E_FINISHED, the one
+ * negative code it gives, gets a message as this layer's negative codes
+ * have (the code's name, the function), the runtime's text saying why. */
 static int gone(int rc, const char *fn) {
     if (rc == 0) return 0;
-    if ((rc >= 1601 && rc <= 1615) || (rc >= 1618 && rc <= 1627) || rc == SPERLI_E_FINISHED) {
+    if (rc == SPERLI_E_FINISHED) {
+        char why[sizeof last_msg];
+        sperligo_error(why, sizeof why);
+        const char *w = strncmp(why, "H1617: ", 7) == 0 ? why + 7 : why;
+        return fail(rc, fn, "%s", w);
+    }
+    if ((rc >= 1601 && rc <= 1615) || (rc >= 1618 && rc <= 1627)) {
         last_code = rc;
         last_from_go = 1;
         return rc;
@@ -161,24 +184,71 @@ static int gone_init(int rc, const char *fn) {
     return gone(rc, fn);
 }
 
-static int check_session(sperli_t s, const char *fn) {
-    if (s <= 0 || s != open_session) {
-        if (open_session == 0)
-            return fail(SPERLI_E_HANDLE, fn, "session %d is not open (no session is)", s);
-        return fail(SPERLI_E_HANDLE, fn, "session %d is not the open session", s);
-    }
+/* find_comm is the index in comms of handle h of the open session, or -1.
+ * Handles grow in the order made, so the table is sorted by handle save
+ * after the counter wrapped: a linear look-up from the newest. */
+static long find_comm(sperli_t h) {
+    if (h <= 0 || open_session == 0) return -1;
+    for (size_t i = ncomms; i > 0; i--)
+        if (comms[i - 1].h == h) return (long)(i - 1);
+    return -1;
+}
+
+static int no_handle(sperli_t h, const char *fn) {
+    if (open_session == 0)
+        return fail(SPERLI_E_HANDLE, fn, "session %d is not open (no session is)", h);
+    return fail(SPERLI_E_HANDLE, fn, "handle %d is neither the open session (%d) nor a communicator of it",
+                h, open_session);
+}
+
+/* check_session: h is the open session itself, for the functions that take
+ * the session only (finish, abort, exit, checkpoints). */
+static int check_session(sperli_t h, const char *fn) {
+    long i = find_comm(h);
+    if (i < 0) return no_handle(h, fn);
+    if (i > 0)
+        return fail(SPERLI_E_COMM, fn, "communicator %d was made by sperli_split%s; %s takes the session (%d)",
+                    h, comms[i].freed ? " (and freed)" : "", fn, open_session);
     return 0;
 }
 
-static int check_rank(int r, const char *fn, const char *what) {
-    if (r < 0 || r >= s_size)
-        return fail(SPERLI_E_RANK, fn, "%s %d is outside the job (size %d)", what, r, s_size);
+/* check_comm: h is the session or a communicator of it not freed; *ci is
+ * its index. */
+static int check_comm(sperli_t h, const char *fn, long *ci) {
+    long i = find_comm(h);
+    if (i < 0) return no_handle(h, fn);
+    if (comms[i].freed) return fail(SPERLI_E_COMM, fn, "communicator %d was freed by sperli_comm_free", h);
+    *ci = i;
+    return 0;
+}
+
+static const char *where(long ci) { return ci == 0 ? "the job" : "the communicator"; }
+
+static int check_rank(long ci, int r, const char *fn, const char *what) {
+    if (r < 0 || r >= comms[ci].size)
+        return fail(SPERLI_E_RANK, fn, "%s %d is outside %s (size %d)", what, r, where(ci), comms[ci].size);
+    return 0;
+}
+
+/* check_source is check_rank for a receive or probe: SPERLI_ANY_SOURCE too. */
+static int check_source(long ci, int r, const char *fn, const char *what) {
+    if (r == SPERLI_ANY_SOURCE) return 0;
+    if (r < 0 || r >= comms[ci].size)
+        return fail(SPERLI_E_RANK, fn, "%s %d is outside %s (size %d) and not SPERLI_ANY_SOURCE (-1)", what, r,
+                    where(ci), comms[ci].size);
     return 0;
 }
 
 static int check_tag(int tag, const char *fn) {
     if (tag < 0) /* int holds nothing over SPERLI_MAX_TAG */
         return fail(SPERLI_E_TAG, fn, "tag %d is outside 0 to %d", tag, SPERLI_MAX_TAG);
+    return 0;
+}
+
+/* check_rtag is check_tag for a receive or probe: SPERLI_ANY_TAG too. */
+static int check_rtag(int tag, const char *fn) {
+    if (tag < 0 && tag != SPERLI_ANY_TAG)
+        return fail(SPERLI_E_TAG, fn, "tag %d is outside 0 to %d and not SPERLI_ANY_TAG (-1)", tag, SPERLI_MAX_TAG);
     return 0;
 }
 
@@ -213,6 +283,7 @@ static int check_op(int op, const char *fn) {
 
 static void end_session(void) {
     open_session = 0;
+    ncomms = 0;
     s_result_len = 0;
     for (size_t i = 0; i < nslots; i++) slots[i].gen = 0, slots[i].kind = OP_FREE;
     nslots = 0;
@@ -279,14 +350,45 @@ static int made(int rc, size_t n, size_t *result_len) {
     return rc;
 }
 
+/* made_status is made for the calls that tell a status: on a refusal the
+ * result is empty and *st says no message. */
+static int made_status(int rc, int src, int tag, size_t n, sperli_status *st) {
+    if (rc < 0) return rc;
+    if (rc > 0) src = SPERLI_ANY_SOURCE, tag = SPERLI_ANY_TAG, n = 0;
+    s_result_len = n;
+    st->source = src;
+    st->tag = tag;
+    st->len = n;
+    return rc;
+}
+
+/* next_handle gives a session or communicator handle: > 0, one counter for
+ * both, so that no handle is given twice. */
+static sperli_t next_handle(void) {
+    if (last_handle >= 0x7fffffff) last_handle = 0;
+    return ++last_handle;
+}
+
+/* comm_room makes room for one more communicator; broken when memory is out. */
+static void comm_room(void) {
+    if (ncomms < capcomms) return;
+    size_t cap = capcomms ? capcomms * 2 : 8;
+    struct comm *p = cap > 0x7ffffffe ? NULL : realloc(comms, cap * sizeof *p);
+    if (p == NULL) broken("no memory for the table of communicators", 0);
+    comms = p;
+    capcomms = cap;
+}
+
 /* ------------------------------------------------------------------------
  * Joining
  */
 
 static int joined(sperli_t *session) {
-    open_session = ++last_session;
-    if (last_session == 0x7fffffff) last_session = 0;
+    open_session = next_handle();
     s_result_len = 0;
+    ncomms = 0;
+    comm_room();
+    comms[ncomms++] = (struct comm){open_session, s_rank, s_size, 0};
     *session = open_session;
     return 0;
 }
@@ -329,29 +431,32 @@ int sperli_init_stdin(sperli_t *session) {
     return leave(rc);
 }
 
-int sperli_rank(sperli_t session, int *rank) {
+int sperli_rank(sperli_t comm, int *rank) {
     static const char fn[] = "sperli_rank";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn)) || (rc = check_null(rank, fn, "rank"))) return leave(rc);
-    *rank = s_rank;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_null(rank, fn, "rank"))) return leave(rc);
+    *rank = comms[ci].rank;
     return leave(0);
 }
 
-int sperli_size(sperli_t session, int *size) {
+int sperli_size(sperli_t comm, int *size) {
     static const char fn[] = "sperli_size";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn)) || (rc = check_null(size, fn, "size"))) return leave(rc);
-    *size = s_size;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_null(size, fn, "size"))) return leave(rc);
+    *size = comms[ci].size;
     return leave(0);
 }
 
-int sperli_job(sperli_t session, char *buf, size_t cap) {
+int sperli_job(sperli_t comm, char *buf, size_t cap) {
     static const char fn[] = "sperli_job";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn)) || (rc = check_null(buf, fn, "buf"))) return leave(rc);
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_null(buf, fn, "buf"))) return leave(rc);
     if (cap < SPERLI_JOB_ID_LEN + 1)
         return leave(fail(SPERLI_E_LENGTH, fn, "buffer of %zu bytes, want at least %d", cap,
                           SPERLI_JOB_ID_LEN + 1));
@@ -359,11 +464,12 @@ int sperli_job(sperli_t session, char *buf, size_t cap) {
     return leave(0);
 }
 
-int sperli_incarnation(sperli_t session, uint32_t *inc) {
+int sperli_incarnation(sperli_t comm, uint32_t *inc) {
     static const char fn[] = "sperli_incarnation";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn)) || (rc = check_null(inc, fn, "inc"))) return leave(rc);
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_null(inc, fn, "inc"))) return leave(rc);
     *inc = s_inc;
     return leave(0);
 }
@@ -372,52 +478,77 @@ int sperli_incarnation(sperli_t session, uint32_t *inc) {
  * Point-to-point
  */
 
-int sperli_send(sperli_t session, int dest, int tag, const void *data, size_t len) {
+int sperli_send(sperli_t comm, int dest, int tag, const void *data, size_t len) {
     static const char fn[] = "sperli_send";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn)) || (rc = check_rank(dest, fn, "rank")) ||
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_rank(ci, dest, fn, "rank")) ||
         (rc = check_tag(tag, fn)) || (rc = check_data(data, len, fn, "data")) ||
         (rc = check_message(len, fn)))
         return leave(rc);
-    return leave(gone(sperligo_send(dest, tag, (void *)data, len), fn));
+    return leave(gone(sperligo_send((int)ci, dest, tag, (void *)data, len), fn));
 }
 
-int sperli_recv(sperli_t session, int source, int tag, size_t *len) {
+/* recv_any is sperli_recv and sperli_recv_from: what it got in *n, *src,
+ * *tag (the Go layer writes them only on 0). */
+static int recv_any(long ci, int source, int tag, size_t *n, int *src, int *gtag, const char *fn) {
+    DONE;
+    sperligo_recv((int)ci, source, tag, n, src, gtag, &done);
+    return gone(sperligo_wait(&done), fn);
+}
+
+int sperli_recv(sperli_t comm, int source, int tag, size_t *len) {
     static const char fn[] = "sperli_recv";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn)) || (rc = check_rank(source, fn, "rank")) ||
-        (rc = check_tag(tag, fn)) || (rc = check_null(len, fn, "len")))
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_source(ci, source, fn, "rank")) ||
+        (rc = check_rtag(tag, fn)) || (rc = check_null(len, fn, "len")))
         return leave(rc);
     size_t n = 0;
-    DONE;
-    sperligo_recv(source, tag, &n, &done);
-    rc = gone(sperligo_wait(&done), fn);
+    int src = 0, gtag = 0;
+    rc = recv_any(ci, source, tag, &n, &src, &gtag, fn);
     return leave(made(rc, n, len));
 }
 
-int sperli_start_send(sperli_t session, int dest, int tag, const void *data, size_t len,
+int sperli_recv_from(sperli_t comm, int source, int tag, sperli_status *status) {
+    static const char fn[] = "sperli_recv_from";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_source(ci, source, fn, "rank")) ||
+        (rc = check_rtag(tag, fn)) || (rc = check_null(status, fn, "status")))
+        return leave(rc);
+    size_t n = 0;
+    int src = 0, gtag = 0;
+    rc = recv_any(ci, source, tag, &n, &src, &gtag, fn);
+    return leave(made_status(rc, src, gtag, n, status));
+}
+
+int sperli_start_send(sperli_t comm, int dest, int tag, const void *data, size_t len,
                       sperli_op *op) {
     static const char fn[] = "sperli_start_send";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn)) || (rc = check_rank(dest, fn, "rank")) ||
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_rank(ci, dest, fn, "rank")) ||
         (rc = check_tag(tag, fn)) || (rc = check_data(data, len, fn, "data")) ||
         (rc = check_message(len, fn)) || (rc = check_null(op, fn, "op")))
         return leave(rc);
     long i = slot_new();
     if (i < 0) broken("no memory for the table of operations", 0);
-    rc = gone(sperligo_start_send((int)i, dest, tag, (void *)data, len), fn);
+    rc = gone(sperligo_start_send((int)i, (int)ci, dest, tag, (void *)data, len), fn);
     if (rc == 0) *op = slot_take(i, OP_SEND);
     return leave(rc);
 }
 
-int sperli_finish_send(sperli_t session, sperli_op op) {
+int sperli_finish_send(sperli_t comm, sperli_op op) {
     static const char fn[] = "sperli_finish_send";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn))) return leave(rc);
+    if ((rc = check_comm(comm, fn, &ci))) return leave(rc);
     long i = find_op(op, OP_SEND, fn, &rc);
     if (rc) return leave(rc);
     DONE;
@@ -427,146 +558,305 @@ int sperli_finish_send(sperli_t session, sperli_op op) {
     return leave(rc);
 }
 
-int sperli_start_recv(sperli_t session, int source, int tag, sperli_op *op) {
+int sperli_start_recv(sperli_t comm, int source, int tag, sperli_op *op) {
     static const char fn[] = "sperli_start_recv";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn)) || (rc = check_rank(source, fn, "rank")) ||
-        (rc = check_tag(tag, fn)) || (rc = check_null(op, fn, "op")))
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_source(ci, source, fn, "rank")) ||
+        (rc = check_rtag(tag, fn)) || (rc = check_null(op, fn, "op")))
         return leave(rc);
     long i = slot_new();
     if (i < 0) broken("no memory for the table of operations", 0);
-    rc = gone(sperligo_start_recv((int)i, source, tag), fn);
+    rc = gone(sperligo_start_recv((int)i, (int)ci, source, tag), fn);
     if (rc == 0) *op = slot_take(i, OP_RECV);
     return leave(rc);
 }
 
-int sperli_finish_recv(sperli_t session, sperli_op op, size_t *len) {
+/* finish_recv is sperli_finish_recv and sperli_finish_recv_from after their
+ * checks: op (slot i) is finished whatever the code. */
+static int finish_recv(long i, size_t *n, int *src, int *gtag, const char *fn) {
+    DONE;
+    sperligo_finish_recv((int)i, n, src, gtag, &done);
+    int rc = gone(sperligo_wait(&done), fn);
+    slot_free(i);
+    return rc;
+}
+
+int sperli_finish_recv(sperli_t comm, sperli_op op, size_t *len) {
     static const char fn[] = "sperli_finish_recv";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn))) return leave(rc);
+    if ((rc = check_comm(comm, fn, &ci))) return leave(rc);
     long i = find_op(op, OP_RECV, fn, &rc);
     if (rc) return leave(rc);
     if ((rc = check_null(len, fn, "len"))) return leave(rc);
     size_t n = 0;
-    DONE;
-    sperligo_finish_recv((int)i, &n, &done);
-    rc = gone(sperligo_wait(&done), fn);
-    slot_free(i);
+    int src = 0, gtag = 0;
+    rc = finish_recv(i, &n, &src, &gtag, fn);
     return leave(made(rc, n, len));
+}
+
+int sperli_finish_recv_from(sperli_t comm, sperli_op op, sperli_status *status) {
+    static const char fn[] = "sperli_finish_recv_from";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci))) return leave(rc);
+    long i = find_op(op, OP_RECV, fn, &rc);
+    if (rc) return leave(rc);
+    if ((rc = check_null(status, fn, "status"))) return leave(rc);
+    size_t n = 0;
+    int src = 0, gtag = 0;
+    rc = finish_recv(i, &n, &src, &gtag, fn);
+    return leave(made_status(rc, src, gtag, n, status));
+}
+
+int sperli_probe(sperli_t comm, int source, int tag, sperli_status *status) {
+    static const char fn[] = "sperli_probe";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_source(ci, source, fn, "rank")) ||
+        (rc = check_rtag(tag, fn)) || (rc = check_null(status, fn, "status")))
+        return leave(rc);
+    size_t n = 0;
+    int src = 0, gtag = 0;
+    DONE;
+    sperligo_probe((int)ci, source, tag, &n, &src, &gtag, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    if (rc == 0) *status = (sperli_status){src, gtag, n};
+    return leave(rc);
+}
+
+int sperli_iprobe(sperli_t comm, int source, int tag, int *flag, sperli_status *status) {
+    static const char fn[] = "sperli_iprobe";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_source(ci, source, fn, "rank")) ||
+        (rc = check_rtag(tag, fn)) || (rc = check_null(flag, fn, "flag")) ||
+        (rc = check_null(status, fn, "status")))
+        return leave(rc);
+    size_t n = 0;
+    int found = 0, src = 0, gtag = 0;
+    rc = gone(sperligo_iprobe((int)ci, source, tag, &found, &n, &src, &gtag), fn);
+    if (rc == 0) {
+        *flag = found;
+        if (found) *status = (sperli_status){src, gtag, n};
+    }
+    return leave(rc);
+}
+
+int sperli_sendrecv(sperli_t comm, int dest, int sendtag, const void *data, size_t len,
+                    int source, int recvtag, sperli_status *status) {
+    static const char fn[] = "sperli_sendrecv";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_rank(ci, dest, fn, "dest")) ||
+        (rc = check_tag(sendtag, fn)) || (rc = check_data(data, len, fn, "data")) ||
+        (rc = check_message(len, fn)) || (rc = check_source(ci, source, fn, "source")) ||
+        (rc = check_rtag(recvtag, fn)) || (rc = check_null(status, fn, "status")))
+        return leave(rc);
+    size_t n = 0;
+    int src = 0, gtag = 0;
+    DONE;
+    sperligo_sendrecv((int)ci, dest, sendtag, (void *)data, len, source, recvtag, &n, &src, &gtag, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    return leave(made_status(rc, src, gtag, n, status));
 }
 
 /* ------------------------------------------------------------------------
  * Collectives
  */
 
-int sperli_barrier(sperli_t session) {
+int sperli_barrier(sperli_t comm) {
     static const char fn[] = "sperli_barrier";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn))) return leave(rc);
+    if ((rc = check_comm(comm, fn, &ci))) return leave(rc);
     DONE;
-    sperligo_barrier(&done);
+    sperligo_barrier((int)ci, &done);
     return leave(gone(sperligo_wait(&done), fn));
 }
 
-int sperli_bcast(sperli_t session, int root, const void *data, size_t len, size_t *result_len) {
+int sperli_bcast(sperli_t comm, int root, const void *data, size_t len, size_t *result_len) {
     static const char fn[] = "sperli_bcast";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn))) return leave(rc);
-    if (root != s_rank) data = NULL, len = 0; /* ignored off the root */
+    if ((rc = check_comm(comm, fn, &ci))) return leave(rc);
+    if (root != comms[ci].rank) data = NULL, len = 0; /* ignored off the root */
     if ((rc = check_data(data, len, fn, "data")) || (rc = check_null(result_len, fn, "result_len")))
         return leave(rc);
     size_t n = 0;
     DONE;
-    sperligo_bcast(root, (void *)data, len, &n, &done);
+    sperligo_bcast((int)ci, root, (void *)data, len, &n, &done);
     rc = gone(sperligo_wait(&done), fn);
     return leave(made(rc, n, result_len));
 }
 
-int sperli_reduce(sperli_t session, int root, int type, int reduction, const void *data,
+int sperli_reduce(sperli_t comm, int root, int type, int reduction, const void *data,
                   size_t len, size_t *result_len) {
     static const char fn[] = "sperli_reduce";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn)) || (rc = check_type(type, fn)) ||
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_type(type, fn)) ||
         (rc = check_op(reduction, fn)) || (rc = check_data(data, len, fn, "data")) ||
         (rc = check_null(result_len, fn, "result_len")))
         return leave(rc);
     size_t n = 0;
     DONE;
-    sperligo_reduce(root, type, reduction, (void *)data, len, &n, &done);
+    sperligo_reduce((int)ci, root, type, reduction, (void *)data, len, &n, &done);
     rc = gone(sperligo_wait(&done), fn);
     return leave(made(rc, n, result_len));
 }
 
-int sperli_allreduce(sperli_t session, int type, int reduction, const void *data, size_t len,
+/* typed is sperli_allreduce and sperli_reduce_scatter: the reductions of
+ * every rank's elements without a root (which = 0, 1). */
+static int typed(int which, sperli_t comm, int type, int reduction, const void *data, size_t len,
+                 size_t *result_len, const char *fn) {
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_type(type, fn)) ||
+        (rc = check_op(reduction, fn)) || (rc = check_data(data, len, fn, "data")) ||
+        (rc = check_null(result_len, fn, "result_len")))
+        return leave(rc);
+    size_t n = 0;
+    DONE;
+    if (which == 0)
+        sperligo_allreduce((int)ci, type, reduction, (void *)data, len, &n, &done);
+    else
+        sperligo_reduce_scatter((int)ci, type, reduction, (void *)data, len, &n, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    return leave(made(rc, n, result_len));
+}
+
+int sperli_allreduce(sperli_t comm, int type, int reduction, const void *data, size_t len,
                      size_t *result_len) {
-    static const char fn[] = "sperli_allreduce";
+    return typed(0, comm, type, reduction, data, len, result_len, "sperli_allreduce");
+}
+
+int sperli_reduce_scatter(sperli_t comm, int type, int reduction, const void *data, size_t len,
+                          size_t *result_len) {
+    return typed(1, comm, type, reduction, data, len, result_len, "sperli_reduce_scatter");
+}
+
+/* untyped is the collectives of bytes every rank gives: gather (which 0,
+ * with its root), allgather (1), alltoall (2). */
+static int untyped(int which, sperli_t comm, int root, const void *data, size_t len,
+                   size_t *result_len, const char *fn) {
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn)) || (rc = check_type(type, fn)) ||
-        (rc = check_op(reduction, fn)) || (rc = check_data(data, len, fn, "data")) ||
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_data(data, len, fn, "data")) ||
         (rc = check_null(result_len, fn, "result_len")))
         return leave(rc);
     size_t n = 0;
     DONE;
-    sperligo_allreduce(type, reduction, (void *)data, len, &n, &done);
+    if (which == 0)
+        sperligo_gather((int)ci, root, (void *)data, len, &n, &done);
+    else if (which == 1)
+        sperligo_allgather((int)ci, (void *)data, len, &n, &done);
+    else
+        sperligo_alltoall((int)ci, (void *)data, len, &n, &done);
     rc = gone(sperligo_wait(&done), fn);
     return leave(made(rc, n, result_len));
 }
 
-int sperli_gather(sperli_t session, int root, const void *data, size_t len, size_t *result_len) {
-    static const char fn[] = "sperli_gather";
-    int rc;
-    if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn)) || (rc = check_data(data, len, fn, "data")) ||
-        (rc = check_null(result_len, fn, "result_len")))
-        return leave(rc);
-    size_t n = 0;
-    DONE;
-    sperligo_gather(root, (void *)data, len, &n, &done);
-    rc = gone(sperligo_wait(&done), fn);
-    return leave(made(rc, n, result_len));
+int sperli_gather(sperli_t comm, int root, const void *data, size_t len, size_t *result_len) {
+    return untyped(0, comm, root, data, len, result_len, "sperli_gather");
 }
 
-int sperli_scatter(sperli_t session, int root, const void *data, size_t len, size_t *result_len) {
+int sperli_allgather(sperli_t comm, const void *data, size_t len, size_t *result_len) {
+    return untyped(1, comm, 0, data, len, result_len, "sperli_allgather");
+}
+
+int sperli_alltoall(sperli_t comm, const void *data, size_t len, size_t *result_len) {
+    return untyped(2, comm, 0, data, len, result_len, "sperli_alltoall");
+}
+
+int sperli_scatter(sperli_t comm, int root, const void *data, size_t len, size_t *result_len) {
     static const char fn[] = "sperli_scatter";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn))) return leave(rc);
-    if (root != s_rank) data = NULL, len = 0; /* ignored off the root */
+    if ((rc = check_comm(comm, fn, &ci))) return leave(rc);
+    if (root != comms[ci].rank) data = NULL, len = 0; /* ignored off the root */
     if ((rc = check_data(data, len, fn, "data")) || (rc = check_null(result_len, fn, "result_len")))
         return leave(rc);
     size_t n = 0;
     DONE;
-    sperligo_scatter(root, (void *)data, len, &n, &done);
+    sperligo_scatter((int)ci, root, (void *)data, len, &n, &done);
     rc = gone(sperligo_wait(&done), fn);
     return leave(made(rc, n, result_len));
+}
+
+/* ------------------------------------------------------------------------
+ * Communicators
+ */
+
+int sperli_split(sperli_t comm, int color, int key, sperli_t *newcomm) {
+    static const char fn[] = "sperli_split";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_null(newcomm, fn, "newcomm"))) return leave(rc);
+    comm_room(); /* before the call: the Go layer keeps the new one at index ncomms */
+    int joinedc = 0, rank = 0, size = 0;
+    DONE;
+    sperligo_split((int)ci, color, key, (int)ncomms, &joinedc, &rank, &size, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    if (rc == 0) {
+        if (joinedc) {
+            comms[ncomms] = (struct comm){next_handle(), rank, size, 0};
+            *newcomm = comms[ncomms++].h;
+        } else {
+            *newcomm = SPERLI_NONE;
+        }
+    }
+    return leave(rc);
+}
+
+int sperli_comm_free(sperli_t comm) {
+    static const char fn[] = "sperli_comm_free";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci))) return leave(rc);
+    if (ci == 0)
+        return leave(fail(SPERLI_E_COMM, fn, "%d is the session: end it with sperli_finish", comm));
+    comms[ci].freed = 1; /* whatever the code: the job's end frees it too */
+    return leave(gone(sperligo_comm_free((int)ci), fn));
 }
 
 /* ------------------------------------------------------------------------
  * Failure detection, abort, finish
  */
 
-int sperli_set_silence(sperli_t session, int ms) {
+int sperli_set_silence(sperli_t comm, int ms) {
     static const char fn[] = "sperli_set_silence";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn))) return leave(rc);
+    if ((rc = check_comm(comm, fn, &ci))) return leave(rc);
     if (ms < SPERLI_MIN_SILENCE_MS || ms > SPERLI_MAX_SILENCE_MS)
         return leave(fail(SPERLI_E_COUNT, fn, "%d ms is outside %d to %d", ms, SPERLI_MIN_SILENCE_MS,
                           SPERLI_MAX_SILENCE_MS));
     return leave(gone(sperligo_set_silence(ms), fn));
 }
 
-int sperli_heartbeat(sperli_t session) {
+int sperli_heartbeat(sperli_t comm) {
     static const char fn[] = "sperli_heartbeat";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn))) return leave(rc);
+    if ((rc = check_comm(comm, fn, &ci))) return leave(rc);
     return leave(gone(sperligo_heartbeat(), fn));
 }
 
@@ -643,11 +933,12 @@ int sperli_resume(sperli_t session, int *resumed, size_t *len) {
  * Results, codes, the end
  */
 
-int sperli_result(sperli_t session, void *buf, size_t cap, size_t *len) {
+int sperli_result(sperli_t comm, void *buf, size_t cap, size_t *len) {
     static const char fn[] = "sperli_result";
     int rc;
+    long ci;
     if ((rc = enter()) != 0) return rc;
-    if ((rc = check_session(session, fn)) || (rc = check_null(len, fn, "len")) ||
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_null(len, fn, "len")) ||
         (rc = check_data(buf, cap, fn, "buf")))
         return leave(rc);
     *len = s_result_len;
@@ -674,6 +965,7 @@ static const char *ename(int code) {
     case SPERLI_E_OPEN: return "SPERLI_E_OPEN";
     case SPERLI_E_SESSION: return "SPERLI_E_SESSION";
     case SPERLI_E_FORK: return "SPERLI_E_FORK";
+    case SPERLI_E_COMM: return "SPERLI_E_COMM";
     }
     return "SPERLI_E_?";
 }
@@ -696,6 +988,7 @@ const char *sperli_strerror(int code) {
     case SPERLI_E_OPEN: return "SPERLI_E_OPEN: operations are still open";
     case SPERLI_E_SESSION: return "SPERLI_E_SESSION: a session is open already";
     case SPERLI_E_FORK: return "SPERLI_E_FORK: called in the child of a fork(2)";
+    case SPERLI_E_COMM: return "SPERLI_E_COMM: a communicator this call cannot take (freed, or made by split where the session is wanted)";
     case 1601: return "H1601: peer certificate refused: none, another CA, wrong name or address, not TLS 1.3";
     case 1602: return "H1602: hello missing or malformed";
     case 1603: return "H1603: token signature does not verify";
@@ -763,7 +1056,7 @@ int sperli_exit(sperli_t session, int code, int *status) {
     if ((rc = check_null(status, fn, "status"))) return leave(rc);
     const char *msg = NULL;
     if (code != 0 && code == last_code && !last_from_go) msg = last_msg;
-    else if (code < 0 && code >= SPERLI_E_FORK) msg = sperli_strerror(code);
+    else if (code < 0 && code >= SPERLI_E_COMM) msg = sperli_strerror(code);
     int st = sperligo_exit(code, (char *)msg);
     if (st != 0 && st != 1 && st != 75) broken("exit status", st);
     end_session();

@@ -1,16 +1,20 @@
 /*
  * fuzz_sperli — a random-API fuzzer of libsperli's C layer: a seeded loop
  * that calls every function of sperli.h with arguments drawn from right
- * and wrong values (handles made up or ended, ranks, tags, lengths up to
- * SIZE_MAX, NULL pointers, operation handles of the other kind or
- * finished, capacities of any size), and holds each answer against the
- * header's table, computed here from the arguments in the header's order
- * and from a model of the session (a job of one rank: messages to itself,
- * open operations, the kept result, checkpoints). On a negative code it
+ * and wrong values (handles made up or ended, communicators made by split,
+ * freed or given where the session is wanted, ranks and tags with the
+ * wildcards, lengths up to SIZE_MAX, NULL pointers, operation handles of
+ * the other kind or finished, capacities of any size), and holds each
+ * answer against the header's table, computed here from the arguments in
+ * the header's order and from a model of the session (a job of one rank:
+ * its communicators, each with the messages it sent itself in arrival
+ * order and its posted receives in post order, matched as the header
+ * says; open operations, the kept result, checkpoints). On a negative code it
  * also checks that no out argument was written and that the kept result
  * stayed; on 0 that the outs and the result are the model's. Now and then
  * it forks and wants SPERLI_E_FORK from the child. It never makes a call
- * that would wait for ever (a receive with no message for it).
+ * that would wait for ever (a receive or probe from any source with no
+ * message for it; one from rank 0, itself, is SPERLI_E_FINISHED at once).
  *
  *   fuzz_sperli SEED SECONDS ONE.job CKPTDIR < /dev/null
  *
@@ -101,6 +105,7 @@ static const char *ename(int code) {
     case SPERLI_E_FINISHED: return "SPERLI_E_FINISHED";
     case SPERLI_E_OPEN: return "SPERLI_E_OPEN";
     case SPERLI_E_SESSION: return "SPERLI_E_SESSION";
+    case SPERLI_E_COMM: return "SPERLI_E_COMM";
     }
     return NULL;
 }
@@ -131,7 +136,7 @@ static void check_last(int rc) {
 #define SENT_Z ((size_t)0x5a5a5a5a5a5a5a5aULL)
 #define SENT_OP ((sperli_op)0x3c3c3c3c3c3c3c3cLL)
 
-enum { NTAGS = 4, MAXOPS = 48, NSTALE = 32, POOL = 1 << 20 };
+enum { NTAGS = 4, MAXOPS = 48, NSTALE = 32, MAXCOMMS = 10, POOL = 1 << 20 };
 static const int tags[NTAGS] = {0, 1, 7, SPERLI_MAX_TAG};
 
 struct buf {
@@ -141,37 +146,63 @@ struct buf {
 
 struct op {
     sperli_op h;
-    int kind; /* 1 send, 2 receive */
-    int tag;
+    int kind;    /* 1 send, 2 receive */
+    int comm;    /* the model communicator that started it */
+    int tag;     /* a receive's: a tag or SPERLI_ANY_TAG */
     int matched; /* a receive with its message */
+    int got_tag; /* that message's tag */
     struct buf m;
 };
 
-struct queue {
-    struct buf *m;
-    size_t n, cap;
+/* kmsg is a message kept for a later receive, with its tag. */
+struct kmsg {
+    int tag;
+    struct buf m;
+};
+
+/* A communicator of the model: the world (index 0, the session's handle)
+ * or one made by split. Each has its own kept messages (in arrival order)
+ * and posted receives (op indices, in post order): the job has one rank,
+ * so every message is from rank 0 of its communicator to itself. */
+struct mcomm {
+    sperli_t h;
+    int freed;
+    struct kmsg *kept;
+    size_t nkept, capkept;
+    int pend[MAXOPS];
+    int npend;
 };
 
 static const char *one_line, *ckpt_dir;
 static char job_id[SPERLI_JOB_ID_LEN + 1];
 static sperli_t sess;          /* the open session, 0: none */
-static sperli_t stale_s[8];    /* ended sessions */
+static sperli_t stale_s[16];   /* handles of ended sessions and their communicators */
 static int nstale_s;
-static struct queue q[NTAGS];  /* messages kept, by tag index */
-static int pend[NTAGS][MAXOPS]; /* posted receives not yet matched, by op index, in order */
-static int npend[NTAGS];
+static sperli_t last_given;    /* the largest handle given: every new one is larger */
+static struct mcomm mc[MAXCOMMS];
+static int nmc;
 static struct op ops[MAXOPS];
 static int nops;
 static sperli_op stale_op[NSTALE];
 static int nstale_op;
 static struct buf res;         /* the kept result */
 static int ckpt_used;          /* this session named the checkpoint directory */
-static struct buf last_state;  /* the newest committed state (the job's, across sessions) */
-static int have_state;
+/* The checkpoint directory, across sessions: committed epochs and their
+ * states. A session counts epochs from the one it resumed (0 without a
+ * resume): its checkpoint writes the next one, replacing an epoch of that
+ * number an earlier session left, and prunes those below the one before
+ * it; a resume takes the newest epoch there is. */
+enum { MAXEPOCHS = 8 };
+static struct {
+    uint64_t e;
+    struct buf state;
+} epochs[MAXEPOCHS];
+static int nepochs;
+static uint64_t sess_epoch;    /* the session's last committed or resumed epoch */
 static int aborted;            /* the last session ended by sperli_abort (since the last init) */
 static unsigned char pool[POOL];
 static unsigned char *big;     /* SPERLI_MAX_MESSAGE bytes */
-static size_t queued;          /* bytes in q */
+static size_t queued;          /* bytes kept */
 
 static struct buf copy_of(const void *p, size_t n) {
     struct buf b = {malloc(n ? n : 1), n};
@@ -184,11 +215,7 @@ static void set_result(struct buf b) {
     res = b;
 }
 
-static int tag_index(int tag) {
-    for (int i = 0; i < NTAGS; i++)
-        if (tags[i] == tag) return i;
-    return -1;
-}
+static int tag_fits(int want, int tag) { return want == SPERLI_ANY_TAG || want == tag; }
 
 static void forget_op(sperli_op h) {
     if (nstale_op < NSTALE)
@@ -197,94 +224,149 @@ static void forget_op(sperli_op h) {
         stale_op[below(NSTALE)] = h;
 }
 
+static void forget_handle(sperli_t h) {
+    if (nstale_s < 16)
+        stale_s[nstale_s++] = h;
+    else
+        stale_s[below(16)] = h;
+}
+
 static void drop_op(int i) {
     forget_op(ops[i].h);
     free(ops[i].m.p);
     /* fix the indices of the pending receives */
-    for (int t = 0; t < NTAGS; t++) {
+    for (int c = 0; c < nmc; c++) {
         int k = 0;
-        for (int j = 0; j < npend[t]; j++) {
-            if (pend[t][j] == i) continue;
-            pend[t][k++] = pend[t][j] > i ? pend[t][j] - 1 : pend[t][j];
+        for (int j = 0; j < mc[c].npend; j++) {
+            if (mc[c].pend[j] == i) continue;
+            mc[c].pend[k++] = mc[c].pend[j] > i ? mc[c].pend[j] - 1 : mc[c].pend[j];
         }
-        npend[t] = k;
+        mc[c].npend = k;
     }
     memmove(&ops[i], &ops[i + 1], (size_t)(nops - i - 1) * sizeof ops[0]);
     nops--;
 }
 
-/* arrive is a message to this rank: to the oldest posted receive of its
- * tag, else kept. */
-static void arrive(int t, const void *p, size_t n) {
-    if (npend[t] > 0) {
-        struct op *o = &ops[pend[t][0]];
-        memmove(&pend[t][0], &pend[t][1], (size_t)(npend[t] - 1) * sizeof pend[t][0]);
-        npend[t]--;
+/* find_kept is the index of the first kept message of c that fits tag, or -1. */
+static long find_kept(int c, int tag) {
+    for (size_t k = 0; k < mc[c].nkept; k++)
+        if (tag_fits(tag, mc[c].kept[k].tag)) return (long)k;
+    return -1;
+}
+
+static struct kmsg take_kept(int c, long k) {
+    struct kmsg m = mc[c].kept[k];
+    memmove(&mc[c].kept[k], &mc[c].kept[k + 1], (mc[c].nkept - (size_t)k - 1) * sizeof m);
+    mc[c].nkept--;
+    queued -= m.m.n;
+    return m;
+}
+
+/* arrive is a message on communicator c: to the receive posted first of
+ * those it fits, else kept. */
+static void arrive(int c, int tag, const void *p, size_t n) {
+    for (int j = 0; j < mc[c].npend; j++) {
+        struct op *o = &ops[mc[c].pend[j]];
+        if (!tag_fits(o->tag, tag)) continue;
+        memmove(&mc[c].pend[j], &mc[c].pend[j + 1], (size_t)(mc[c].npend - j - 1) * sizeof mc[c].pend[0]);
+        mc[c].npend--;
         o->matched = 1;
+        o->got_tag = tag;
         o->m = copy_of(p, n);
         return;
     }
-    if (q[t].n == q[t].cap) {
-        q[t].cap = q[t].cap ? 2 * q[t].cap : 8;
-        q[t].m = realloc(q[t].m, q[t].cap * sizeof *q[t].m);
+    if (mc[c].nkept == mc[c].capkept) {
+        mc[c].capkept = mc[c].capkept ? 2 * mc[c].capkept : 8;
+        mc[c].kept = realloc(mc[c].kept, mc[c].capkept * sizeof *mc[c].kept);
     }
-    q[t].m[q[t].n++] = copy_of(p, n);
+    mc[c].kept[mc[c].nkept++] = (struct kmsg){tag, copy_of(p, n)};
     queued += n;
 }
 
-static struct buf take(int t) {
-    struct buf b = q[t].m[0];
-    memmove(&q[t].m[0], &q[t].m[1], (q[t].n - 1) * sizeof q[t].m[0]);
-    q[t].n--;
-    queued -= b.n;
-    return b;
-}
-
 static void session_ended(void) {
-    if (nstale_s < 8)
-        stale_s[nstale_s++] = sess;
-    else
-        stale_s[below(8)] = sess;
-    sess = 0;
     while (nops > 0) drop_op(nops - 1);
-    for (int t = 0; t < NTAGS; t++) {
-        while (q[t].n > 0) free(take(t).p);
-        npend[t] = 0;
+    for (int c = 0; c < nmc; c++) {
+        forget_handle(mc[c].h);
+        while (mc[c].nkept > 0) free(take_kept(c, 0).m.p);
+        mc[c].npend = 0;
+        mc[c].freed = 0;
     }
+    nmc = 0;
+    sess = 0;
     set_result((struct buf){NULL, 0});
     ckpt_used = 0;
+    sess_epoch = 0;
+}
+
+/* new_handle checks a handle the library just gave: > 0, larger than every
+ * one before (never reused). */
+static int new_handle(sperli_t h) {
+    int ok = h > 0 && h > last_given;
+    last_given = h;
+    return ok;
 }
 
 /* ------------------------------------------------------------------------
  * Arguments
  */
 
-static sperli_t arg_session(void) {
-    if (sess != 0 && chance(88)) return sess;
+/* arg_handle is a session or communicator handle: mostly the session or
+ * one of its communicators (freed ones too), else a wrong one. */
+static sperli_t arg_handle(void) {
+    if (sess != 0 && chance(70)) return sess;
+    if (sess != 0 && nmc > 1 && chance(75)) return mc[1 + below((uint32_t)nmc - 1)].h;
     switch (below(7)) {
     case 0: return 0;
     case 1: return -1;
     case 2: return INT_MIN;
     case 3: return INT_MAX;
     case 4: return nstale_s ? stale_s[below((uint32_t)nstale_s)] : 12345;
-    case 5: return sess + 1;
+    case 5: return last_given + 1;
     }
     return (sperli_t)next64();
 }
 
-static int session_ok(sperli_t s) { return s > 0 && s == sess; }
-
-static int arg_rank(void) {
-    if (chance(85)) return 0;
-    static const int bad[] = {1, 2, -1, INT_MIN, INT_MAX, 4096};
-    return chance(80) ? bad[below(6)] : (int)next64();
+/* comm_of is the model index of handle h of the open session, or -1. */
+static int comm_of(sperli_t h) {
+    if (sess == 0 || h <= 0) return -1;
+    for (int c = 0; c < nmc; c++)
+        if (mc[c].h == h) return c;
+    return -1;
 }
 
-static int arg_tag(void) {
-    if (chance(88)) return tags[below(NTAGS)];
-    static const int bad[] = {-1, INT_MIN, -2147483647};
-    return chance(70) ? bad[below(3)] : (int)(next64() | 0x80000000u);
+/* want_comm is the code for h given to a function that takes any
+ * communicator: 0 (and *ci), SPERLI_E_HANDLE or SPERLI_E_COMM. */
+static int want_comm(sperli_t h, int *ci) {
+    int c = comm_of(h);
+    if (c < 0) return SPERLI_E_HANDLE;
+    if (mc[c].freed) return SPERLI_E_COMM;
+    *ci = c;
+    return 0;
 }
+
+/* want_session is it for a function that takes the session only. */
+static int want_session(sperli_t h) {
+    int c = comm_of(h);
+    return c < 0 ? SPERLI_E_HANDLE : c > 0 ? SPERLI_E_COMM : 0;
+}
+
+/* arg_rank is a destination (wild 0) or a source (wild 1: SPERLI_ANY_SOURCE
+ * is right too). */
+static int arg_rank(int wild) {
+    if (chance(85)) return wild && chance(40) ? SPERLI_ANY_SOURCE : 0;
+    static const int bad[] = {1, 2, -1, -2, INT_MIN, INT_MAX, 4096};
+    return chance(80) ? bad[below(7)] : (int)next64();
+}
+
+static int rank_ok(int r, int wild) { return r == 0 || (wild && r == SPERLI_ANY_SOURCE); }
+
+static int arg_tag(int wild) {
+    if (chance(88)) return wild && chance(30) ? SPERLI_ANY_TAG : tags[below(NTAGS)];
+    static const int bad[] = {-1, -2, INT_MIN, -2147483647};
+    return chance(70) ? bad[below(4)] : (int)(next64() | 0x80000000u);
+}
+
+static int tag_ok(int t, int wild) { return t >= 0 || (wild && t == SPERLI_ANY_TAG); }
 
 /* arg_len is a length and the buffer it goes with: a real buffer of at
  * least that length whenever the length is one the library may read. */
@@ -334,6 +416,12 @@ static int find_op(sperli_op h) {
 
 static int first(int a, int b) { return a != 0 ? a : b; }
 
+static int same_status(sperli_status st, int src, int tag, size_t len) {
+    return st.source == src && st.tag == tag && st.len == len;
+}
+
+static const sperli_status SENT_ST = {SENT_I, SENT_I, SENT_Z};
+
 static void check_result_kept(void) {
     /* the kept result is the model's */
     size_t n = SENT_Z;
@@ -344,27 +432,29 @@ static void check_result_kept(void) {
 }
 
 static void f_info(void) {
-    sperli_t s = arg_session();
-    int w = session_ok(s) ? 0 : SPERLI_E_HANDLE;
+    sperli_t s = arg_handle();
+    int ci = 0;
+    int w = want_comm(s, &ci);
     int i = SENT_I;
     uint32_t u = SENT_I;
     char buf[64];
     memset(buf, 'Z', sizeof buf);
     int nul = chance(10);
+    int rc;
     switch (below(4)) {
     case 0:
         fname = "sperli_rank";
-        WANT(sperli_rank(s, nul ? NULL : &i), first(w, nul ? SPERLI_E_NULL : 0));
+        WANT(rc = sperli_rank(s, nul ? NULL : &i), first(w, nul ? SPERLI_E_NULL : 0));
         TRUE(w || nul ? i == SENT_I : i == 0);
         break;
     case 1:
         fname = "sperli_size";
-        WANT(sperli_size(s, nul ? NULL : &i), first(w, nul ? SPERLI_E_NULL : 0));
+        WANT(rc = sperli_size(s, nul ? NULL : &i), first(w, nul ? SPERLI_E_NULL : 0));
         TRUE(w || nul ? i == SENT_I : i == 1);
         break;
     case 2: {
         fname = "sperli_incarnation";
-        WANT(sperli_incarnation(s, nul ? NULL : &u), first(w, nul ? SPERLI_E_NULL : 0));
+        WANT(rc = sperli_incarnation(s, nul ? NULL : &u), first(w, nul ? SPERLI_E_NULL : 0));
         TRUE(w || nul ? u == (uint32_t)SENT_I : u == 0);
         break;
     }
@@ -373,83 +463,89 @@ static void f_info(void) {
         size_t cap = chance(70) ? 33 + below(31) : (chance(50) ? below(33) : SIZE_MAX);
         if (cap > sizeof buf && cap != SIZE_MAX) cap = sizeof buf;
         int want = first(w, nul ? SPERLI_E_NULL : cap < 33 ? SPERLI_E_LENGTH : 0);
-        int rc = sperli_job(s, nul ? NULL : buf, cap);
+        rc = sperli_job(s, nul ? NULL : buf, cap);
         WANT(rc, want);
         if (want == 0)
             TRUE(strcmp(buf, job_id) == 0);
         else
             TRUE(buf[0] == 'Z');
-        check_last(rc);
-        return;
+        break;
     }
     }
+    check_last(rc);
 }
 
 static void f_send(int start) {
     fname = start ? "sperli_start_send" : "sperli_send";
-    sperli_t s = arg_session();
-    int dest = arg_rank(), tag = arg_tag();
+    sperli_t s = arg_handle();
+    int ci = 0;
+    int dest = arg_rank(0), tag = arg_tag(0);
     const void *data;
     size_t len = arg_len(SPERLI_MAX_MESSAGE, &data);
     if (!start && len > 64 && queued > (8u << 20)) len = 7;
     int opnull = start && chance(6);
     sperli_op op = SENT_OP;
-    int want = !session_ok(s)                  ? SPERLI_E_HANDLE
-               : dest != 0                     ? SPERLI_E_RANK
-               : tag < 0                       ? SPERLI_E_TAG
-               : data == NULL && len > 0       ? SPERLI_E_NULL
-               : len > SPERLI_MAX_MESSAGE      ? SPERLI_E_LENGTH
-               : opnull                        ? SPERLI_E_NULL
-               : start && nops >= MAXOPS       ? -100 /* not made: the model's table is full */
-                                               : 0;
+    int want = first(want_comm(s, &ci), !rank_ok(dest, 0)             ? SPERLI_E_RANK
+                                        : !tag_ok(tag, 0)             ? SPERLI_E_TAG
+                                        : data == NULL && len > 0     ? SPERLI_E_NULL
+                                        : len > SPERLI_MAX_MESSAGE    ? SPERLI_E_LENGTH
+                                        : opnull                      ? SPERLI_E_NULL
+                                        : start && nops >= MAXOPS     ? -100 /* the model's table is full */
+                                                                      : 0);
     if (want == -100) return;
     int rc = start ? sperli_start_send(s, dest, tag, data, len, opnull ? NULL : &op)
                    : sperli_send(s, dest, tag, data, len);
     WANT(rc, want);
     if (start) TRUE(rc == 0 ? op != SENT_OP && op > 0 && find_op(op) < 0 : op == SENT_OP);
-    if (rc == 0) {
-        arrive(tag_index(tag), data, len);
-        if (start) {
-            ops[nops] = (struct op){op, 1, tag, 0, {NULL, 0}};
-            nops++;
-        }
+    if (rc == 0 && want == 0) {
+        arrive(ci, tag, data, len);
+        if (start) ops[nops++] = (struct op){op, 1, ci, tag, 0, 0, {NULL, 0}};
     }
     check_last(rc);
 }
 
+/* f_recv: sperli_recv or sperli_recv_from. From rank 0, this rank itself,
+ * with no message that fits it is SPERLI_E_FINISHED at once; from any
+ * source it would wait for ever, and is not made. */
 static void f_recv(void) {
-    fname = "sperli_recv";
-    sperli_t s = arg_session();
-    int src = arg_rank(), tag = arg_tag();
+    int from = chance(50);
+    fname = from ? "sperli_recv_from" : "sperli_recv";
+    sperli_t s = arg_handle();
+    int ci = 0;
+    int src = arg_rank(1), tag = arg_tag(1);
     int nul = chance(6);
     size_t n = SENT_Z;
-    int want = !session_ok(s) ? SPERLI_E_HANDLE
-               : src != 0     ? SPERLI_E_RANK
-               : tag < 0      ? SPERLI_E_TAG
-               : nul          ? SPERLI_E_NULL
-                              : 0;
-    int t = tag >= 0 ? tag_index(tag) : -1;
-    if (want == 0 && (q[t].n == 0 || npend[t] > 0)) return; /* it would wait for ever */
-    int rc = sperli_recv(s, src, tag, nul ? NULL : &n);
+    sperli_status st = SENT_ST;
+    int want = first(want_comm(s, &ci), !rank_ok(src, 1) ? SPERLI_E_RANK
+                                        : !tag_ok(tag, 1) ? SPERLI_E_TAG
+                                        : nul             ? SPERLI_E_NULL
+                                                          : 0);
+    long k = want == 0 ? find_kept(ci, tag) : -1;
+    if (want == 0 && k < 0) {
+        if (src == SPERLI_ANY_SOURCE) return; /* it would wait for ever */
+        want = SPERLI_E_FINISHED;
+    }
+    int rc = from ? sperli_recv_from(s, src, tag, nul ? NULL : &st) : sperli_recv(s, src, tag, nul ? NULL : &n);
     WANT(rc, want);
     if (rc == 0 && want == 0) {
-        struct buf b = take(t);
-        TRUE(n == b.n);
-        set_result(b);
+        struct kmsg m = take_kept(ci, k);
+        TRUE(from ? same_status(st, 0, m.tag, m.m.n) : n == m.m.n);
+        set_result(m.m);
         check_result_kept();
     } else {
-        TRUE(n == SENT_Z);
-        if (session_ok(s) && sess) check_result_kept();
+        TRUE(n == SENT_Z && same_status(st, SENT_I, SENT_I, SENT_Z));
+        if (sess) check_result_kept();
     }
     check_last(rc);
 }
 
 static void f_finish_send(void) {
     fname = "sperli_finish_send";
-    sperli_t s = arg_session();
+    sperli_t s = arg_handle();
+    int ci = 0;
     sperli_op op = arg_op(1);
     int i = find_op(op);
-    int want = !session_ok(s) ? SPERLI_E_HANDLE : i < 0 || ops[i].kind != 1 ? SPERLI_E_OPERATION : 0;
+    int want = first(want_comm(s, &ci), i < 0 || ops[i].kind != 1 ? SPERLI_E_OPERATION : 0);
     int rc = sperli_finish_send(s, op);
     WANT(rc, want);
     if (rc == 0 && i >= 0) drop_op(i);
@@ -458,55 +554,152 @@ static void f_finish_send(void) {
 
 static void f_start_recv(void) {
     fname = "sperli_start_recv";
-    sperli_t s = arg_session();
-    int src = arg_rank(), tag = arg_tag();
+    sperli_t s = arg_handle();
+    int ci = 0;
+    int src = arg_rank(1), tag = arg_tag(1);
     int nul = chance(6);
     sperli_op op = SENT_OP;
-    int want = !session_ok(s) ? SPERLI_E_HANDLE
-               : src != 0     ? SPERLI_E_RANK
-               : tag < 0      ? SPERLI_E_TAG
-               : nul          ? SPERLI_E_NULL
-                              : 0;
+    int want = first(want_comm(s, &ci), !rank_ok(src, 1) ? SPERLI_E_RANK
+                                        : !tag_ok(tag, 1) ? SPERLI_E_TAG
+                                        : nul             ? SPERLI_E_NULL
+                                                          : 0);
     if (want == 0 && nops >= MAXOPS) return;
     int rc = sperli_start_recv(s, src, tag, nul ? NULL : &op);
     WANT(rc, want);
     TRUE(rc == 0 ? op != SENT_OP && op > 0 && find_op(op) < 0 : op == SENT_OP);
     if (rc == 0 && want == 0) {
-        int t = tag_index(tag);
-        ops[nops] = (struct op){op, 2, tag, 0, {NULL, 0}};
-        if (q[t].n > 0) {
+        ops[nops] = (struct op){op, 2, ci, tag, 0, 0, {NULL, 0}};
+        long k = find_kept(ci, tag);
+        if (k >= 0) {
+            struct kmsg m = take_kept(ci, k);
             ops[nops].matched = 1;
-            ops[nops].m = take(t);
+            ops[nops].got_tag = m.tag;
+            ops[nops].m = m.m;
         } else {
-            pend[t][npend[t]++] = nops;
+            mc[ci].pend[mc[ci].npend++] = nops;
         }
         nops++;
     }
     check_last(rc);
 }
 
+/* f_finish_recv: sperli_finish_recv or sperli_finish_recv_from, with any
+ * communicator of the session. */
 static void f_finish_recv(void) {
-    fname = "sperli_finish_recv";
-    sperli_t s = arg_session();
+    int from = chance(50);
+    fname = from ? "sperli_finish_recv_from" : "sperli_finish_recv";
+    sperli_t s = arg_handle();
+    int ci = 0;
     sperli_op op = arg_op(2);
     int nul = chance(8);
     size_t n = SENT_Z;
+    sperli_status st = SENT_ST;
     int i = find_op(op);
-    int want = !session_ok(s)                      ? SPERLI_E_HANDLE
-               : i < 0 || ops[i].kind != 2          ? SPERLI_E_OPERATION
-               : nul                                ? SPERLI_E_NULL
-                                                    : 0;
+    int want = first(want_comm(s, &ci), i < 0 || ops[i].kind != 2 ? SPERLI_E_OPERATION
+                                        : nul                      ? SPERLI_E_NULL
+                                                                   : 0);
     if (want == 0 && !ops[i].matched) return; /* it would wait for ever */
-    int rc = sperli_finish_recv(s, op, nul ? NULL : &n);
+    int rc = from ? sperli_finish_recv_from(s, op, nul ? NULL : &st) : sperli_finish_recv(s, op, nul ? NULL : &n);
     WANT(rc, want);
     if (rc == 0 && want == 0) {
-        TRUE(n == ops[i].m.n);
+        TRUE(from ? same_status(st, 0, ops[i].got_tag, ops[i].m.n) : n == ops[i].m.n);
         set_result(ops[i].m);
         ops[i].m = (struct buf){NULL, 0};
         drop_op(i);
         check_result_kept();
     } else {
-        TRUE(n == SENT_Z);
+        TRUE(n == SENT_Z && same_status(st, SENT_I, SENT_I, SENT_Z));
+    }
+    check_last(rc);
+}
+
+/* f_probe: sperli_probe or sperli_iprobe. Neither takes the message nor
+ * touches the result. */
+static void f_probe(void) {
+    int wait = chance(50);
+    fname = wait ? "sperli_probe" : "sperli_iprobe";
+    sperli_t s = arg_handle();
+    int ci = 0;
+    int src = arg_rank(1), tag = arg_tag(1);
+    int fnul = !wait && chance(6), snul = chance(6);
+    int flag = SENT_I;
+    sperli_status st = SENT_ST;
+    int want = first(want_comm(s, &ci), !rank_ok(src, 1) ? SPERLI_E_RANK
+                                        : !tag_ok(tag, 1) ? SPERLI_E_TAG
+                                        : fnul || snul    ? SPERLI_E_NULL
+                                                          : 0);
+    long k = want == 0 ? find_kept(ci, tag) : -1;
+    if (wait && want == 0 && k < 0) {
+        if (src == SPERLI_ANY_SOURCE) return; /* it would wait for ever */
+        want = SPERLI_E_FINISHED;               /* from itself, nothing sent */
+    }
+    int rc = wait ? sperli_probe(s, src, tag, snul ? NULL : &st)
+                  : sperli_iprobe(s, src, tag, fnul ? NULL : &flag, snul ? NULL : &st);
+    WANT(rc, want);
+    if (rc == 0 && want == 0 && k >= 0) {
+        TRUE(same_status(st, 0, mc[ci].kept[k].tag, mc[ci].kept[k].m.n));
+        if (!wait) TRUE(flag == 1);
+    } else {
+        TRUE(same_status(st, SENT_I, SENT_I, SENT_Z));
+        TRUE(flag == (!wait && rc == 0 && want == 0 ? 0 : SENT_I));
+    }
+    if (sess && chance(20)) check_result_kept();
+    check_last(rc);
+}
+
+/* f_sendrecv: the receive is posted, then the message sent arrives (to
+ * the receive posted first that it fits: another one may take it). A
+ * receive from any source left without a message would wait for ever:
+ * not made. */
+static void f_sendrecv(void) {
+    fname = "sperli_sendrecv";
+    sperli_t s = arg_handle();
+    int ci = 0;
+    int dest = arg_rank(0), stag = arg_tag(0);
+    const void *data;
+    size_t len = arg_len(SPERLI_MAX_MESSAGE, &data);
+    if (len > 64 && queued > (8u << 20)) len = 7;
+    int src = arg_rank(1), rtag = arg_tag(1);
+    int nul = chance(6);
+    sperli_status st = SENT_ST;
+    int want = first(want_comm(s, &ci), !rank_ok(dest, 0)          ? SPERLI_E_RANK
+                                        : !tag_ok(stag, 0)         ? SPERLI_E_TAG
+                                        : data == NULL && len > 0  ? SPERLI_E_NULL
+                                        : len > SPERLI_MAX_MESSAGE ? SPERLI_E_LENGTH
+                                        : !rank_ok(src, 1)         ? SPERLI_E_RANK
+                                        : !tag_ok(rtag, 1)         ? SPERLI_E_TAG
+                                        : nul                      ? SPERLI_E_NULL
+                                                                   : 0);
+    /* what the call will get: a kept message, else its own if no receive
+     * posted before takes it */
+    long k = want == 0 ? find_kept(ci, rtag) : -1;
+    int own = 0;
+    if (want == 0 && k < 0) {
+        own = tag_fits(rtag, stag);
+        for (int j = 0; own && j < mc[ci].npend; j++)
+            if (tag_fits(ops[mc[ci].pend[j]].tag, stag)) own = 0;
+        if (!own) {
+            if (src == SPERLI_ANY_SOURCE) return; /* it would wait for ever */
+            want = SPERLI_E_FINISHED;               /* the send is made all the same */
+        }
+    }
+    int rc = sperli_sendrecv(s, dest, stag, data, len, src, rtag, nul ? NULL : &st);
+    WANT(rc, want);
+    if (rc == 0 && want == 0) {
+        if (k >= 0) {
+            struct kmsg m = take_kept(ci, k);
+            arrive(ci, stag, data, len);
+            TRUE(same_status(st, 0, m.tag, m.m.n));
+            set_result(m.m);
+        } else {
+            TRUE(same_status(st, 0, stag, len));
+            set_result(copy_of(data, len));
+        }
+        check_result_kept();
+    } else {
+        if (want == SPERLI_E_FINISHED && rc == want) arrive(ci, stag, data, len);
+        TRUE(same_status(st, SENT_I, SENT_I, SENT_Z));
+        if (sess) check_result_kept();
     }
     check_last(rc);
 }
@@ -541,25 +734,42 @@ static struct buf reduce1(int type, int red, const unsigned char *p, size_t n) {
     return b;
 }
 
+/* collected checks a collective that makes data: its code, and its
+ * result (out) or the earlier one. */
+static void collected(int rc, int want, size_t n, struct buf out) {
+    WANT(rc, want);
+    if (want < 0) {
+        TRUE(n == SENT_Z);
+        free(out.p);
+    } else {
+        TRUE(n == out.n);
+        set_result(out);
+    }
+    if (sess && (want >= 0 || chance(20))) check_result_kept();
+    check_last(rc);
+}
+
 static void f_collective(void) {
-    sperli_t s = arg_session();
-    int which = (int)below(6);
-    int root = chance(85) ? 0 : arg_rank();
+    sperli_t s = arg_handle();
+    int ci = 0;
+    int which = (int)below(9);
+    int root = chance(85) ? 0 : arg_rank(0);
     int type = chance(85) ? 1 + (int)below(7) : (chance(50) ? 0 : (int)next64());
     int red = chance(85) ? 1 + (int)below(10) : (chance(50) ? 11 : (int)next64());
     const void *data;
     size_t len = arg_len(SPERLI_MAX_COLLECTIVE, &data);
     int nul = chance(6);
     size_t n = SENT_Z;
-    int w = session_ok(s) ? 0 : SPERLI_E_HANDLE;
+    int w = want_comm(s, &ci);
     int want = 0;
     struct buf out = {NULL, 0};
     const unsigned char *d = data;
     switch (which) {
     case 0:
         fname = "sperli_barrier";
-        want = w;
-        WANT(sperli_barrier(s), want);
+        int rc = sperli_barrier(s);
+        WANT(rc, w);
+        check_last(rc);
         return;
     case 1:
     case 5: {
@@ -575,49 +785,38 @@ static void f_collective(void) {
         }
         int rc = which == 1 ? sperli_bcast(s, root, data, len, nul ? NULL : &n)
                             : sperli_scatter(s, root, data, len, nul ? NULL : &n);
-        WANT(rc, want);
-        if (want < 0) {
-            TRUE(n == SENT_Z);
-            free(out.p);
-        } else {
-            TRUE(n == out.n);
-            set_result(out);
-        }
-        if (sess && (want == 0 || want > 0 || chance(20))) check_result_kept();
-        check_last(rc);
+        collected(rc, want, n, out);
         return;
     }
     case 2:
-    case 3: {
-        fname = which == 2 ? "sperli_reduce" : "sperli_allreduce";
-        if (which == 3) root = 0;
+    case 3:
+    case 8: {
+        fname = which == 2 ? "sperli_reduce" : which == 3 ? "sperli_allreduce" : "sperli_reduce_scatter";
+        if (which != 2) root = 0;
         want = first(w, type < 1 || type > 7             ? SPERLI_E_TYPE
                         : red < 1 || red > 10            ? SPERLI_E_OP
                         : data == NULL && len > 0        ? SPERLI_E_NULL
                         : nul                            ? SPERLI_E_NULL
                                                          : 0);
+        /* one rank: reduce_scatter's one block is all the data */
         if (want == 0) {
             if (root != 0 || !fits(type, red) || len % elem(type) != 0 || len > SPERLI_MAX_COLLECTIVE)
                 want = SPERLI_H1618;
             else
                 out = reduce1(type, red, d, len);
         }
-        int rc = which == 2 ? sperli_reduce(s, root, type, red, data, len, nul ? NULL : &n)
-                            : sperli_allreduce(s, type, red, data, len, nul ? NULL : &n);
-        WANT(rc, want);
-        if (want < 0) {
-            TRUE(n == SENT_Z);
-            free(out.p);
-        } else {
-            TRUE(n == out.n);
-            set_result(out);
-        }
-        if (sess && want >= 0) check_result_kept();
-        check_last(rc);
+        size_t *np = nul ? NULL : &n;
+        int rc = which == 2   ? sperli_reduce(s, root, type, red, data, len, np)
+                 : which == 3 ? sperli_allreduce(s, type, red, data, len, np)
+                              : sperli_reduce_scatter(s, type, red, data, len, np);
+        collected(rc, want, n, out);
         return;
     }
     default: {
-        fname = "sperli_gather";
+        /* gather, allgather, alltoall: one rank's data is the result (one
+         * block, for alltoall) */
+        fname = which == 4 ? "sperli_gather" : which == 6 ? "sperli_allgather" : "sperli_alltoall";
+        if (which != 4) root = 0;
         want = first(w, data == NULL && len > 0 ? SPERLI_E_NULL : nul ? SPERLI_E_NULL : 0);
         if (want == 0) {
             if (root != 0 || len > SPERLI_MAX_COLLECTIVE)
@@ -625,25 +824,62 @@ static void f_collective(void) {
             else
                 out = copy_of(d, len);
         }
-        int rc = sperli_gather(s, root, data, len, nul ? NULL : &n);
-        WANT(rc, want);
-        if (want < 0) {
-            TRUE(n == SENT_Z);
-            free(out.p);
-        } else {
-            TRUE(n == out.n);
-            set_result(out);
-        }
-        if (sess && want >= 0) check_result_kept();
-        check_last(rc);
+        size_t *np = nul ? NULL : &n;
+        int rc = which == 4   ? sperli_gather(s, root, data, len, np)
+                 : which == 6 ? sperli_allgather(s, data, len, np)
+                              : sperli_alltoall(s, data, len, np);
+        collected(rc, want, n, out);
         return;
     }
     }
 }
 
+/* f_split: new communicators of one rank, or none (SPERLI_UNDEFINED), or
+ * H1618 for a color below -1; split makes no data. */
+static void f_split(void) {
+    fname = "sperli_split";
+    sperli_t s = arg_handle();
+    int ci = 0;
+    static const int colors[] = {0, 1, 5, INT_MAX, SPERLI_UNDEFINED, SPERLI_UNDEFINED, -2, INT_MIN};
+    int color = chance(90) ? colors[below(8)] : (int)next64();
+    int key = chance(50) ? 0 : (int)next64();
+    int nul = chance(6);
+    sperli_t nc = SENT_I;
+    int want = first(want_comm(s, &ci), nul ? SPERLI_E_NULL : color < -1 ? SPERLI_H1618 : 0);
+    if (want == 0 && color >= 0 && nmc >= MAXCOMMS) return; /* the model's table is full */
+    int rc = sperli_split(s, color, key, nul ? NULL : &nc);
+    WANT(rc, want);
+    if (rc == 0 && want == 0) {
+        if (color < 0) {
+            TRUE(nc == SPERLI_NONE);
+        } else {
+            TRUE(new_handle(nc));
+            memset(&mc[nmc], 0, sizeof mc[nmc]);
+            mc[nmc++].h = nc;
+        }
+    } else {
+        TRUE(nc == SENT_I);
+    }
+    if (sess && chance(20)) check_result_kept();
+    check_last(rc);
+}
+
+static void f_comm_free(void) {
+    fname = "sperli_comm_free";
+    sperli_t s = arg_handle();
+    int ci = 0;
+    int want = want_comm(s, &ci);
+    if (want == 0 && ci == 0) want = SPERLI_E_COMM; /* the session */
+    int rc = sperli_comm_free(s);
+    WANT(rc, want);
+    if (rc == 0 && want == 0) mc[ci].freed = 1;
+    check_last(rc);
+}
+
 static void f_result(void) {
     fname = "sperli_result";
-    sperli_t s = arg_session();
+    sperli_t s = arg_handle();
+    int ci = 0;
     unsigned char *b = malloc(res.n + 65);
     size_t cap;
     switch (below(5)) {
@@ -657,7 +893,7 @@ static void f_result(void) {
     size_t n = SENT_Z;
     /* a capacity is only a promise of room: never more than b holds unless
      * the result fits anyway (only the result is written) */
-    int want = first(session_ok(s) ? 0 : SPERLI_E_HANDLE,
+    int want = first(want_comm(s, &ci),
                      lnul ? SPERLI_E_NULL : bnul && cap > 0 ? SPERLI_E_NULL : cap < res.n ? SPERLI_E_LENGTH : 0);
     memset(b, 'Z', res.n + 1);
     int rc = sperli_result(s, bnul ? NULL : b, cap, lnul ? NULL : &n);
@@ -670,11 +906,14 @@ static void f_result(void) {
 }
 
 static void f_silence(void) {
-    sperli_t s = arg_session();
-    int w = session_ok(s) ? 0 : SPERLI_E_HANDLE;
+    sperli_t s = arg_handle();
+    int ci = 0;
+    int w = want_comm(s, &ci);
     if (chance(30)) {
         fname = "sperli_heartbeat";
-        WANT(sperli_heartbeat(s), w);
+        int rc = sperli_heartbeat(s);
+        WANT(rc, w);
+        check_last(rc);
         return;
     }
     fname = "sperli_set_silence";
@@ -688,8 +927,8 @@ static void f_silence(void) {
 }
 
 static void f_checkpoints(void) {
-    sperli_t s = arg_session();
-    int w = session_ok(s) ? 0 : SPERLI_E_HANDLE;
+    sperli_t s = arg_handle();
+    int w = want_session(s); /* checkpoints are the job's: the session only */
     static char longpath[SPERLI_MAX_PATH + 2];
     if (longpath[0] == 0) memset(longpath, 'a', SPERLI_MAX_PATH + 1);
     switch (below(3)) {
@@ -714,9 +953,21 @@ static void f_checkpoints(void) {
         int rc = sperli_checkpoint(s, data, len);
         WANT(rc, want);
         if (rc == 0 && want == 0) {
-            free(last_state.p);
-            last_state = copy_of(data, len);
-            have_state = 1;
+            uint64_t e = ++sess_epoch;
+            int k = 0;
+            for (int j = 0; j < nepochs; j++) {
+                if (epochs[j].e == e || epochs[j].e + 1 < e)
+                    free(epochs[j].state.p); /* replaced, or pruned */
+                else
+                    epochs[k++] = epochs[j];
+            }
+            nepochs = k;
+            if (nepochs < MAXEPOCHS) {
+                epochs[nepochs].e = e;
+                epochs[nepochs++].state = copy_of(data, len);
+            } else {
+                TRUE(!"more epochs in the directory than the model holds");
+            }
         }
         check_last(rc);
         return;
@@ -731,9 +982,13 @@ static void f_checkpoints(void) {
         if (want == 0 && !ckpt_used) want = SPERLI_H1625;
         int rc = sperli_resume(s, rnul ? NULL : &r, lnul ? NULL : &n);
         WANT(rc, want);
+        int newest = -1;
+        for (int j = 0; j < nepochs; j++)
+            if (newest < 0 || epochs[j].e > epochs[newest].e) newest = j;
         if (want == 0) {
-            TRUE(r == have_state && n == (have_state ? last_state.n : 0));
-            set_result(have_state ? copy_of(last_state.p, last_state.n) : (struct buf){NULL, 0});
+            TRUE(r == (newest >= 0) && n == (newest >= 0 ? epochs[newest].state.n : 0));
+            set_result(newest >= 0 ? copy_of(epochs[newest].state.p, epochs[newest].state.n) : (struct buf){NULL, 0});
+            if (newest >= 0) sess_epoch = epochs[newest].e;
             check_result_kept();
         } else if (want > 0) {
             TRUE(n == 0 && r == 0);
@@ -808,9 +1063,11 @@ static void f_init(void) {
         WANT(rc, want);
         if (want >= 0) aborted = 0;
         if (rc == 0 && want == 0) {
-            TRUE(s > 0 && s != SENT_I);
-            for (int i = 0; i < nstale_s; i++) TRUE(s != stale_s[i]);
+            TRUE(s != SENT_I && new_handle(s));
             sess = s;
+            memset(&mc[0], 0, sizeof mc[0]);
+            mc[0].h = s;
+            nmc = 1;
             return;
         }
     }
@@ -819,8 +1076,8 @@ static void f_init(void) {
 }
 
 static void f_end(void) {
-    sperli_t s = arg_session();
-    int w = session_ok(s) ? 0 : SPERLI_E_HANDLE;
+    sperli_t s = arg_handle();
+    int w = want_session(s);
     int k = (int)below(10);
     if (k < 4) {
         fname = "sperli_finish";
@@ -848,7 +1105,7 @@ static void f_end(void) {
         static const int codesx[] = {0, 0, 0, 1, 1611, 1612, SPERLI_E_RANK, 42};
         int code = codesx[below(8)];
         int st = SENT_I;
-        int hw = (s == SPERLI_NONE && sess == 0) ? 0 : session_ok(s) ? 0 : SPERLI_E_HANDLE;
+        int hw = (s == SPERLI_NONE && sess == 0) ? 0 : want_session(s);
         int want = first(hw, snul ? SPERLI_E_NULL : 0);
         int wst = code == 0 ? (sess ? (nops > 0) : aborted) : code == 1611 ? 75 : 1;
         int rc = sperli_exit(s, code, snul ? NULL : &st);
@@ -876,6 +1133,15 @@ static void f_fork(void) {
         char b[64];
         sperli_t s2;
         sperli_op op;
+        sperli_status st;
+        sperli_t sub = nmc > 1 ? mc[nmc - 1].h : sess;
+        bad += sperli_rank(sub, &i) != SPERLI_E_FORK;
+        bad += sperli_recv_from(sub, SPERLI_ANY_SOURCE, 1, &st) != SPERLI_E_FORK;
+        bad += sperli_iprobe(sub, 0, 1, &i, &st) != SPERLI_E_FORK;
+        bad += sperli_sendrecv(sess, 0, 1, "x", 1, 0, 1, &st) != SPERLI_E_FORK;
+        bad += sperli_alltoall(sub, "x", 1, &n) != SPERLI_E_FORK;
+        bad += sperli_split(sess, 0, 0, &s2) != SPERLI_E_FORK;
+        bad += sperli_comm_free(sub) != SPERLI_E_FORK;
         bad += sperli_rank(sess, &i) != SPERLI_E_FORK;
         bad += sperli_send(sess, 0, 1, "x", 1) != SPERLI_E_FORK;
         bad += sperli_start_recv(sess, 0, 1, &op) != SPERLI_E_FORK;
@@ -947,7 +1213,7 @@ int main(int argc, char **argv) {
     rng = seed * 0x9E3779B97F4A7C15ULL + 1;
 
     double start = now(), end = start + secs;
-    uint64_t fns[16] = {0};
+    uint64_t fns[19] = {0};
     while (1) {
         if ((ncall & 63) == 0 && now() >= end) break;
         ncall++;
@@ -957,16 +1223,20 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
         uint32_t f = below(1000);
-        if (sess == 0 && f < 700) f = 960 + below(20); /* mostly init when there is no session */
+        if (sess == 0 && f < 715) f = 960 + below(20); /* mostly init when there is no session */
         int k;
-        if (f < 90) k = 0, f_info();
-        else if (f < 230) k = 1, f_send((int)below(3) == 0);
-        else if (f < 360) k = 2, f_recv();
-        else if (f < 420) k = 3, f_start_recv();
-        else if (f < 490) k = 4, f_finish_recv();
-        else if (f < 540) k = 5, f_finish_send();
-        else if (f < 700) k = 6, f_collective();
-        else if (f < 770) k = 7, f_result();
+        if (f < 70) k = 0, f_info();
+        else if (f < 200) k = 1, f_send((int)below(3) == 0);
+        else if (f < 310) k = 2, f_recv();
+        else if (f < 360) k = 3, f_start_recv();
+        else if (f < 420) k = 4, f_finish_recv();
+        else if (f < 460) k = 5, f_finish_send();
+        else if (f < 500) k = 15, f_probe();
+        else if (f < 550) k = 16, f_sendrecv();
+        else if (f < 680) k = 6, f_collective();
+        else if (f < 705) k = 17, f_split();
+        else if (f < 715) k = 18, f_comm_free();
+        else if (f < 775) k = 7, f_result();
         else if (f < 820) k = 8, f_silence();
         else if (f < 835) k = 9, f_checkpoints();
         else if (f < 900) k = 10, f_last_error();
@@ -979,7 +1249,7 @@ int main(int argc, char **argv) {
     printf("fuzz_sperli: %s (seed %llu, %llu calls, %llu checks, %d mismatches, %.1f s; calls by kind:",
            mismatches ? "FAILED" : "ok", (unsigned long long)seed, (unsigned long long)ncall,
            (unsigned long long)nchecks, mismatches, now() - start);
-    for (int k = 0; k < 15; k++) printf(" %llu", (unsigned long long)fns[k]);
+    for (int k = 0; k < 19; k++) printf(" %llu", (unsigned long long)fns[k]);
     printf(")\n");
     return mismatches ? 1 : 0;
 }

@@ -116,9 +116,11 @@ static const char *last(void) {
 static void every_function_refuses(sperli_t s, int want) {
     char buf[64] = "data";
     size_t n = 99;
-    int i = 99;
+    int i = 99, flag = 99;
     uint32_t u = 99;
     sperli_op op = 99;
+    sperli_t nc = 99;
+    sperli_status st = {99, 99, 99};
     EXPECT(sperli_rank(s, &i), want);
     EXPECT(sperli_size(s, &i), want);
     EXPECT(sperli_job(s, buf, sizeof buf), want);
@@ -129,12 +131,22 @@ static void every_function_refuses(sperli_t s, int want) {
     EXPECT(sperli_finish_send(s, op), want);
     EXPECT(sperli_start_recv(s, 0, 1, &op), want);
     EXPECT(sperli_finish_recv(s, op, &n), want);
+    EXPECT(sperli_recv_from(s, SPERLI_ANY_SOURCE, SPERLI_ANY_TAG, &st), want);
+    EXPECT(sperli_finish_recv_from(s, op, &st), want);
+    EXPECT(sperli_probe(s, 0, 1, &st), want);
+    EXPECT(sperli_iprobe(s, SPERLI_ANY_SOURCE, 1, &flag, &st), want);
+    EXPECT(sperli_sendrecv(s, 0, 1, buf, 4, 0, 1, &st), want);
     EXPECT(sperli_barrier(s), want);
     EXPECT(sperli_bcast(s, 0, buf, 4, &n), want);
     EXPECT(sperli_reduce(s, 0, SPERLI_INT32, SPERLI_SUM, buf, 4, &n), want);
     EXPECT(sperli_allreduce(s, SPERLI_INT32, SPERLI_SUM, buf, 4, &n), want);
     EXPECT(sperli_gather(s, 0, buf, 4, &n), want);
     EXPECT(sperli_scatter(s, 0, buf, 4, &n), want);
+    EXPECT(sperli_allgather(s, buf, 4, &n), want);
+    EXPECT(sperli_alltoall(s, buf, 4, &n), want);
+    EXPECT(sperli_reduce_scatter(s, SPERLI_INT32, SPERLI_SUM, buf, 4, &n), want);
+    EXPECT(sperli_split(s, 0, 0, &nc), want);
+    EXPECT(sperli_comm_free(s), want);
     EXPECT(sperli_set_silence(s, 1000), want);
     EXPECT(sperli_heartbeat(s), want);
     EXPECT(sperli_use_checkpoints(s, "ckpt"), want);
@@ -145,6 +157,7 @@ static void every_function_refuses(sperli_t s, int want) {
     EXPECT(sperli_abort(s), want);
     /* nothing was written */
     CHECK(n == 99 && i == 99 && u == 99 && op == 99 && strcmp(buf, "data") == 0);
+    CHECK(flag == 99 && nc == 99 && st.source == 99 && st.tag == 99 && st.len == 99);
 }
 
 /* last_error_any_cap: sperli_last_error takes any capacity, SIZE_MAX too,
@@ -187,13 +200,15 @@ static void test_strerror(void) {
         {SPERLI_E_OPEN, "SPERLI_E_OPEN: "},
         {SPERLI_E_SESSION, "SPERLI_E_SESSION: "},
         {SPERLI_E_FORK, "SPERLI_E_FORK: "},
+        {SPERLI_E_COMM, "SPERLI_E_COMM: "},
     };
     /* The numbers are stable. */
     CHECK(SPERLI_E_NULL == -1 && SPERLI_E_LENGTH == -2 && SPERLI_E_RANK == -3 && SPERLI_E_TAG == -4 &&
           SPERLI_E_TYPE == -5 && SPERLI_E_OP == -6 && SPERLI_E_COUNT == -7 && SPERLI_E_HANDLE == -8 &&
           SPERLI_E_PATH == -9 && SPERLI_E_BUSY == -10 && SPERLI_E_OPERATION == -11 &&
           SPERLI_E_FINISHED == -12 && SPERLI_E_OPEN == -13 && SPERLI_E_SESSION == -14 &&
-          SPERLI_E_FORK == -15);
+          SPERLI_E_FORK == -15 && SPERLI_E_COMM == -16);
+    CHECK(SPERLI_ANY_SOURCE == -1 && SPERLI_ANY_TAG == -1 && SPERLI_UNDEFINED == -1 && SPERLI_NONE == 0);
     CHECK(SPERLI_H1616 == 1616 && SPERLI_H1626 == 1626 && SPERLI_H1627 == 1627);
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
         CHECK(starts(sperli_strerror(table[k].code), table[k].prefix));
@@ -202,7 +217,7 @@ static void test_strerror(void) {
         snprintf(want, sizeof want, "H%d: ", c);
         CHECK(starts(sperli_strerror(c), want));
     }
-    CHECK(strcmp(sperli_strerror(-16), "unknown code") == 0);
+    CHECK(strcmp(sperli_strerror(-17), "unknown code") == 0);
     CHECK(strcmp(sperli_strerror(1600), "unknown code") == 0);
     CHECK(strcmp(sperli_strerror(1628), "unknown code") == 0);
     CHECK(strcmp(sperli_strerror(INT_MIN), "unknown code") == 0);
@@ -340,6 +355,21 @@ static void test_fork(sperli_t s, const char *one) {
         FORKED(sperli_allreduce(s, SPERLI_INT32, SPERLI_SUM, "abcd", 4, &m));
         FORKED(sperli_gather(s, 0, "x", 1, &m));
         FORKED(sperli_scatter(s, 0, "x", 1, &m));
+        {
+            sperli_status fst = {99, 99, 99};
+            int flag = 99;
+            FORKED(sperli_recv_from(s, SPERLI_ANY_SOURCE, 40, &fst));
+            FORKED(sperli_finish_recv_from(s, op, &fst));
+            FORKED(sperli_probe(s, 0, 40, &fst));
+            FORKED(sperli_iprobe(s, 0, 40, &flag, &fst));
+            FORKED(sperli_sendrecv(s, 0, 40, "x", 1, 0, 40, &fst));
+            FORKED(sperli_allgather(s, "x", 1, &m));
+            FORKED(sperli_alltoall(s, "x", 1, &m));
+            FORKED(sperli_reduce_scatter(s, SPERLI_INT32, SPERLI_SUM, "abcd", 4, &m));
+            FORKED(sperli_split(s, 0, 0, &s2));
+            FORKED(sperli_comm_free(s));
+            bad += flag != 99 || fst.source != 99 || fst.tag != 99 || fst.len != 99;
+        }
         FORKED(sperli_set_silence(s, 1000));
         FORKED(sperli_heartbeat(s));
         FORKED(sperli_use_checkpoints(s, "x"));
@@ -373,8 +403,257 @@ static void test_fork(sperli_t s, const char *one) {
     EXPECT(sperli_rank(s, &(int){0}), 0);
 }
 
+/* want_status is a status's three fields. */
+static int is_status(sperli_status st, int src, int tag, size_t len) {
+    return st.source == src && st.tag == tag && st.len == len;
+}
+
+/* The calls of issue 13 in a job of one rank: wildcards, recv_from,
+ * probes, sendrecv, allgather, alltoall, reduce_scatter, split and
+ * comm_free, each wrong argument in the order of the header, and the
+ * communicator handles where they may and may not go. */
+static void test_comms(sperli_t s, const char *ckpt) {
+    char buf[256];
+    size_t n;
+    int i, flag;
+    sperli_status st, keep = {77, 77, 77};
+    sperli_op op;
+
+    /* wildcards: of the messages that fit, the first to arrive */
+    EXPECT(sperli_send(s, 0, 12, "twelve", 6), 0);
+    EXPECT(sperli_send(s, 0, 11, "eleven", 6), 0);
+    EXPECT(sperli_send(s, 0, 12, "twelve-2", 8), 0);
+    EXPECT(sperli_recv(s, SPERLI_ANY_SOURCE, 11, &n), 0);
+    CHECK(n == 6 && sperli_result(s, buf, sizeof buf, &n) == 0 && memcmp(buf, "eleven", 6) == 0);
+    st = keep;
+    EXPECT(sperli_recv_from(s, 0, SPERLI_ANY_TAG, &st), 0);
+    CHECK(is_status(st, 0, 12, 6));
+    CHECK(sperli_result(s, buf, sizeof buf, &n) == 0 && n == 6 && memcmp(buf, "twelve", 6) == 0);
+    EXPECT(sperli_recv_from(s, SPERLI_ANY_SOURCE, SPERLI_ANY_TAG, &st), 0);
+    CHECK(is_status(st, 0, 12, 8));
+    /* recv_from: each wrong argument, the first one wins */
+    st = keep;
+    EXPECT(sperli_recv_from(s, 1, 1, &st), SPERLI_E_RANK);
+    EXPECT(sperli_recv_from(s, -2, 1, &st), SPERLI_E_RANK);
+    EXPECT(sperli_recv_from(s, 0, -2, &st), SPERLI_E_TAG);
+    EXPECT(sperli_recv_from(s, 0, INT_MIN, &st), SPERLI_E_TAG);
+    EXPECT(sperli_recv_from(s, 0, 1, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_recv_from(s, 5, -5, NULL), SPERLI_E_RANK);
+    EXPECT(sperli_recv_from(s, 0, -5, NULL), SPERLI_E_TAG);
+    CHECK(starts(last(), "SPERLI_E_TAG: sperli_recv_from: "));
+    /* from this rank itself with nothing sent: SPERLI_E_FINISHED, nothing
+     * changes, and the next message of the tag is the next receive's */
+    EXPECT(sperli_recv_from(s, 0, SPERLI_ANY_TAG, &st), SPERLI_E_FINISHED);
+    EXPECT(sperli_recv(s, 0, 13, &n), SPERLI_E_FINISHED);
+    /* named as every negative code is, the runtime saying why */
+    CHECK(starts(last(), "SPERLI_E_FINISHED: sperli_recv: recv(source 0, tag 13) can never match: it is from this rank itself"));
+    CHECK(is_status(st, 77, 77, 77));
+    CHECK(sperli_result(s, buf, sizeof buf, &n) == 0 && n == 8 && memcmp(buf, "twelve-2", 8) == 0);
+    EXPECT(sperli_send(s, 0, 13, "13", 2), 0);
+    EXPECT(sperli_recv_from(s, 0, SPERLI_ANY_TAG, &st), 0);
+    CHECK(is_status(st, 0, 13, 2));
+
+    /* start_recv with wildcards, finish_recv_from tells what came */
+    EXPECT(sperli_start_recv(s, SPERLI_ANY_SOURCE, SPERLI_ANY_TAG, &op), 0);
+    EXPECT(sperli_start_recv(s, -2, 1, &op), SPERLI_E_RANK);
+    EXPECT(sperli_start_recv(s, 0, -2, &op), SPERLI_E_TAG);
+    EXPECT(sperli_send(s, 0, 14, "fourteen", 8), 0);
+    st = keep;
+    EXPECT(sperli_finish_recv_from(s, op, NULL), SPERLI_E_NULL); /* op stays open */
+    EXPECT(sperli_finish_recv_from(s, op + 1, &st), SPERLI_E_OPERATION);
+    EXPECT(sperli_finish_recv_from(s, 0, NULL), SPERLI_E_OPERATION); /* op before status */
+    CHECK(is_status(st, 77, 77, 77));
+    EXPECT(sperli_finish_recv_from(s, op, &st), 0);
+    CHECK(is_status(st, 0, 14, 8));
+    CHECK(sperli_result(s, buf, sizeof buf, &n) == 0 && n == 8 && memcmp(buf, "fourteen", 8) == 0);
+    EXPECT(sperli_finish_recv_from(s, op, &st), SPERLI_E_OPERATION);
+    sperli_op sop;
+    EXPECT(sperli_start_send(s, 0, 15, "x", 1, &sop), 0);
+    EXPECT(sperli_finish_recv_from(s, sop, &st), SPERLI_E_OPERATION); /* a send */
+    CHECK(strstr(last(), "is not a receive") != NULL);
+    EXPECT(sperli_finish_send(s, sop), 0);
+    EXPECT(sperli_recv(s, 0, 15, &n), 0);
+
+    /* probe, iprobe: the message stays for the receive; the result too */
+    EXPECT(sperli_send(s, 0, 16, "sixteen", 7), 0);
+    st = keep;
+    EXPECT(sperli_probe(s, 1, 16, &st), SPERLI_E_RANK);
+    EXPECT(sperli_probe(s, -2, 16, &st), SPERLI_E_RANK);
+    EXPECT(sperli_probe(s, 0, -2, &st), SPERLI_E_TAG);
+    EXPECT(sperli_probe(s, 0, 16, NULL), SPERLI_E_NULL);
+    CHECK(starts(last(), "SPERLI_E_NULL: sperli_probe: status is NULL"));
+    CHECK(is_status(st, 77, 77, 77));
+    EXPECT(sperli_probe(s, SPERLI_ANY_SOURCE, SPERLI_ANY_TAG, &st), 0);
+    CHECK(is_status(st, 0, 16, 7));
+    CHECK(sperli_result(s, buf, sizeof buf, &n) == 0 && n == 1); /* still the receive's */
+    flag = 99, st = keep;
+    EXPECT(sperli_iprobe(s, 1, 16, &flag, &st), SPERLI_E_RANK);
+    EXPECT(sperli_iprobe(s, 0, -2, &flag, &st), SPERLI_E_TAG);
+    EXPECT(sperli_iprobe(s, 0, 16, NULL, &st), SPERLI_E_NULL);
+    EXPECT(sperli_iprobe(s, 0, 16, &flag, NULL), SPERLI_E_NULL);
+    CHECK(flag == 99 && is_status(st, 77, 77, 77));
+    EXPECT(sperli_iprobe(s, 0, 17, &flag, &st), 0); /* nothing of tag 17 */
+    CHECK(flag == 0 && is_status(st, 77, 77, 77));
+    EXPECT(sperli_iprobe(s, 0, 16, &flag, &st), 0);
+    CHECK(flag == 1 && is_status(st, 0, 16, 7));
+    EXPECT(sperli_recv(s, st.source, st.tag, &n), 0);
+    CHECK(n == 7 && sperli_result(s, buf, sizeof buf, &n) == 0 && memcmp(buf, "sixteen", 7) == 0);
+    flag = 99;
+    EXPECT(sperli_iprobe(s, SPERLI_ANY_SOURCE, SPERLI_ANY_TAG, &flag, &st), 0);
+    CHECK(flag == 0);
+    EXPECT(sperli_probe(s, 0, 16, &st), SPERLI_E_FINISHED); /* from itself, nothing sent */
+
+    /* sendrecv: each wrong argument in the header's order */
+    st = keep;
+    EXPECT(sperli_sendrecv(s, 1, 1, "ab", 2, 0, 1, &st), SPERLI_E_RANK);
+    CHECK(starts(last(), "SPERLI_E_RANK: sperli_sendrecv: dest 1 is outside the job (size 1)"));
+    EXPECT(sperli_sendrecv(s, 0, -1, "ab", 2, 0, 1, &st), SPERLI_E_TAG); /* no wildcard to send */
+    EXPECT(sperli_sendrecv(s, 0, 1, NULL, 2, 0, 1, &st), SPERLI_E_NULL);
+    EXPECT(sperli_sendrecv(s, 0, 1, "ab", (size_t)SPERLI_MAX_MESSAGE + 1, 0, 1, &st), SPERLI_E_LENGTH);
+    EXPECT(sperli_sendrecv(s, 0, 1, "ab", SIZE_MAX, 0, 1, &st), SPERLI_E_LENGTH);
+    EXPECT(sperli_sendrecv(s, 0, 1, "ab", 2, 1, 1, &st), SPERLI_E_RANK);
+    CHECK(starts(last(), "SPERLI_E_RANK: sperli_sendrecv: source 1 is outside the job"));
+    EXPECT(sperli_sendrecv(s, 0, 1, "ab", 2, -2, 1, &st), SPERLI_E_RANK);
+    EXPECT(sperli_sendrecv(s, 0, 1, "ab", 2, 0, -2, &st), SPERLI_E_TAG);
+    EXPECT(sperli_sendrecv(s, 0, 1, "ab", 2, 0, 1, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_sendrecv(s, 0, -1, NULL, SIZE_MAX, 9, -9, NULL), SPERLI_E_TAG); /* the first wrong */
+    CHECK(is_status(st, 77, 77, 77));
+    EXPECT(sperli_sendrecv(s, 0, 18, "ring", 4, SPERLI_ANY_SOURCE, SPERLI_ANY_TAG, &st), 0);
+    CHECK(is_status(st, 0, 18, 4));
+    CHECK(sperli_result(s, buf, sizeof buf, &n) == 0 && n == 4 && memcmp(buf, "ring", 4) == 0);
+    char mutable[4] = "abc";
+    EXPECT(sperli_sendrecv(s, 0, 19, mutable, 3, 0, 19, &st), 0);
+    memcpy(mutable, "XYZ", 3); /* the message to itself was copied */
+    CHECK(sperli_result(s, buf, sizeof buf, &n) == 0 && n == 3 && memcmp(buf, "abc", 3) == 0);
+    EXPECT(sperli_sendrecv(s, 0, 20, NULL, 0, 0, 20, &st), 0);
+    CHECK(is_status(st, 0, 20, 0));
+
+    /* allgather, alltoall, reduce_scatter */
+    char big1[1];
+    size_t m = 12345;
+    EXPECT(sperli_allgather(s, NULL, 3, &m), SPERLI_E_NULL);
+    EXPECT(sperli_allgather(s, "abc", 3, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_alltoall(s, NULL, 3, &m), SPERLI_E_NULL);
+    EXPECT(sperli_alltoall(s, "abc", 3, NULL), SPERLI_E_NULL);
+    CHECK(starts(last(), "SPERLI_E_NULL: sperli_alltoall: result_len is NULL"));
+    int32_t v[3] = {4, -5, 6}, w[3];
+    EXPECT(sperli_reduce_scatter(s, 0, SPERLI_SUM, v, sizeof v, &m), SPERLI_E_TYPE);
+    EXPECT(sperli_reduce_scatter(s, 8, SPERLI_SUM, v, sizeof v, &m), SPERLI_E_TYPE);
+    EXPECT(sperli_reduce_scatter(s, SPERLI_INT32, 0, v, sizeof v, &m), SPERLI_E_OP);
+    EXPECT(sperli_reduce_scatter(s, SPERLI_INT32, 11, v, sizeof v, &m), SPERLI_E_OP);
+    EXPECT(sperli_reduce_scatter(s, SPERLI_INT32, SPERLI_SUM, NULL, 4, &m), SPERLI_E_NULL);
+    EXPECT(sperli_reduce_scatter(s, SPERLI_INT32, SPERLI_SUM, v, 4, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_reduce_scatter(s, 0, 0, NULL, 4, NULL), SPERLI_E_TYPE);
+    CHECK(starts(last(), "SPERLI_E_TYPE: sperli_reduce_scatter: element type 0"));
+    CHECK(m == 12345);
+    CHECK(sperli_result(s, buf, sizeof buf, &n) == 0 && n == 0); /* sendrecv's empty message */
+    /* wrong calls every rank sees: H1618, an empty result */
+    EXPECT(sperli_allgather(s, big1, (size_t)SPERLI_MAX_COLLECTIVE + 1, &m), SPERLI_H1618);
+    EXPECT(sperli_allgather(s, big1, SIZE_MAX, &m), SPERLI_H1618);
+    EXPECT(sperli_alltoall(s, big1, SIZE_MAX, &m), SPERLI_H1618);
+    EXPECT(sperli_reduce_scatter(s, SPERLI_FLOAT64, SPERLI_BAND, v, 8, &m), SPERLI_H1618);
+    EXPECT(sperli_reduce_scatter(s, SPERLI_INT32, SPERLI_SUM, v, 6, &m), SPERLI_H1618);
+    CHECK(strstr(last(), "no whole number") != NULL || strstr(last(), "equal blocks") != NULL);
+    EXPECT(sperli_reduce_scatter(s, SPERLI_BYTES, SPERLI_SUM, v, 4, &m), SPERLI_H1618);
+    EXPECT(sperli_reduce_scatter(s, SPERLI_BYTES, SPERLI_BOR, big1, SIZE_MAX, &m), SPERLI_H1618);
+    CHECK(m == 0);
+    /* the right calls */
+    EXPECT(sperli_allgather(s, "abc", 3, &m), 0);
+    CHECK(m == 3 && sperli_result(s, buf, sizeof buf, &n) == 0 && memcmp(buf, "abc", 3) == 0);
+    EXPECT(sperli_alltoall(s, "wxyz", 4, &m), 0);
+    CHECK(m == 4 && sperli_result(s, buf, sizeof buf, &n) == 0 && memcmp(buf, "wxyz", 4) == 0);
+    EXPECT(sperli_reduce_scatter(s, SPERLI_INT32, SPERLI_LOR, v, sizeof v, &m), 0);
+    CHECK(m == 12 && sperli_result(s, w, sizeof w, &n) == 0 && w[0] == 1 && w[1] == 1 && w[2] == 1);
+    EXPECT(sperli_allgather(s, NULL, 0, &m), 0);
+    CHECK(m == 0);
+
+    /* split: its arguments, then communicators of one rank */
+    sperli_t sub = 77, none = 77, sub2 = 77, nested = 77;
+    EXPECT(sperli_split(s, 0, 0, NULL), SPERLI_E_NULL);
+    CHECK(starts(last(), "SPERLI_E_NULL: sperli_split: newcomm is NULL"));
+    EXPECT(sperli_split(s, -2, 0, &sub), SPERLI_H1618);
+    CHECK(starts(last(), "H1618: split: color -2"));
+    EXPECT(sperli_split(s, INT_MIN, 0, &sub), SPERLI_H1618);
+    CHECK(sub == 77);
+    EXPECT(sperli_split(s, SPERLI_UNDEFINED, 0, &none), 0);
+    CHECK(none == SPERLI_NONE);
+    EXPECT(sperli_split(s, 3, INT_MIN, &sub), 0);
+    EXPECT(sperli_split(s, INT_MAX, INT_MAX, &sub2), 0);
+    CHECK(sub > s && sub2 > sub);
+    EXPECT(sperli_split(sub, 0, 0, &nested), 0);
+    CHECK(nested > sub2);
+    int r = -1, z = -1;
+    EXPECT(sperli_rank(sub, &r), 0);
+    EXPECT(sperli_size(sub, &z), 0);
+    CHECK(r == 0 && z == 1);
+    EXPECT(sperli_job(sub, buf, sizeof buf), 0);
+    CHECK(strlen(buf) == SPERLI_JOB_ID_LEN);
+    uint32_t inc = 99;
+    EXPECT(sperli_incarnation(nested, &inc), 0);
+    CHECK(inc == 0);
+    EXPECT(sperli_heartbeat(sub), 0);
+    EXPECT(sperli_set_silence(sub2, 5000), 0);
+    EXPECT(sperli_set_silence(sub2, 5), SPERLI_E_COUNT);
+    /* the communicators' messages never meet: the same tag on each */
+    EXPECT(sperli_send(s, 0, 21, "world", 5), 0);
+    EXPECT(sperli_send(sub, 0, 21, "sub", 3), 0);
+    EXPECT(sperli_send(nested, 0, 21, "nested", 6), 0);
+    EXPECT(sperli_recv(sub2, 0, 21, &n), SPERLI_E_FINISHED); /* none on sub2 */
+    EXPECT(sperli_recv_from(nested, SPERLI_ANY_SOURCE, SPERLI_ANY_TAG, &st), 0);
+    CHECK(is_status(st, 0, 21, 6));
+    EXPECT(sperli_recv(sub, 0, 21, &n), 0);
+    CHECK(n == 3 && sperli_result(nested, buf, sizeof buf, &n) == 0 && memcmp(buf, "sub", 3) == 0);
+    EXPECT(sperli_recv(s, 0, 21, &n), 0);
+    CHECK(n == 5 && sperli_result(sub2, buf, sizeof buf, &n) == 0 && memcmp(buf, "world", 5) == 0);
+    EXPECT(sperli_send(sub, 1, 1, "x", 1), SPERLI_E_RANK);
+    CHECK(starts(last(), "SPERLI_E_RANK: sperli_send: rank 1 is outside the communicator (size 1)"));
+    EXPECT(sperli_barrier(sub), 0);
+    EXPECT(sperli_allreduce(sub2, SPERLI_INT32, SPERLI_MAX, v, sizeof v, &m), 0);
+    CHECK(m == 12 && sperli_result(sub, w, sizeof w, &n) == 0 && w[1] == -5);
+    EXPECT(sperli_bcast(nested, 1, NULL, 0, &m), SPERLI_H1618); /* root outside it */
+    EXPECT(sperli_sendrecv(sub, 0, 22, "sr", 2, 0, 22, &st), 0);
+    CHECK(is_status(st, 0, 22, 2));
+
+    /* a communicator made by split where the session is wanted */
+    int stx = 99;
+    EXPECT(sperli_finish(sub), SPERLI_E_COMM);
+    CHECK(starts(last(), "SPERLI_E_COMM: sperli_finish: communicator "));
+    EXPECT(sperli_abort(sub), SPERLI_E_COMM);
+    EXPECT(sperli_exit(sub, 0, &stx), SPERLI_E_COMM);
+    EXPECT(sperli_exit(nested, 0, NULL), SPERLI_E_COMM); /* the handle first */
+    EXPECT(sperli_use_checkpoints(sub, ckpt), SPERLI_E_COMM);
+    EXPECT(sperli_checkpoint(sub2, "x", 1), SPERLI_E_COMM);
+    EXPECT(sperli_resume(nested, &i, &n), SPERLI_E_COMM);
+    CHECK(stx == 99);
+    /* the session is no communicator to free; made-up handles are none */
+    EXPECT(sperli_comm_free(s), SPERLI_E_COMM);
+    CHECK(starts(last(), "SPERLI_E_COMM: sperli_comm_free: "));
+    EXPECT(sperli_comm_free(nested + 1), SPERLI_E_HANDLE);
+    EXPECT(sperli_comm_free(SPERLI_NONE), SPERLI_E_HANDLE);
+    EXPECT(sperli_rank(nested + 1, &i), SPERLI_E_HANDLE);
+
+    /* an operation of a communicator outlives it */
+    sperli_op rop;
+    EXPECT(sperli_start_recv(sub, 0, 23, &rop), 0);
+    EXPECT(sperli_start_send(sub, 0, 23, "late", 4, &sop), 0);
+    EXPECT(sperli_comm_free(sub), 0);
+    EXPECT(sperli_comm_free(sub), SPERLI_E_COMM);
+    CHECK(starts(last(), "SPERLI_E_COMM: sperli_comm_free: communicator "));
+    every_function_refuses(sub, SPERLI_E_COMM);
+    EXPECT(sperli_finish_recv(sub, rop, &n), SPERLI_E_COMM);
+    EXPECT(sperli_finish_send(nested, sop), 0); /* nested (of sub) lives on */
+    EXPECT(sperli_finish_recv_from(s, rop, &st), 0);
+    CHECK(is_status(st, 0, 23, 4));
+    CHECK(sperli_result(s, buf, sizeof buf, &n) == 0 && n == 4 && memcmp(buf, "late", 4) == 0);
+    EXPECT(sperli_barrier(nested), 0);
+    EXPECT(sperli_comm_free(nested), 0);
+    EXPECT(sperli_barrier(sub2), 0);
+    /* sub2 stays open: the session's end ends it (test_session checks) */
+    EXPECT(sperli_rank(sub2, &i), 0);
+}
+
 static void test_session(const char *one, const char *ckpt, sperli_t *kept) {
-    sperli_t s = 0, s2 = 77;
+    sperli_t s = 0, s2 = 77, kept_sub = 0;
     size_t n;
     int i;
     char buf[256];
@@ -431,8 +710,14 @@ static void test_session(const char *one, const char *ckpt, sperli_t *kept) {
     size_t keep = 12345;
     EXPECT(sperli_recv(s, 1, 1, &keep), SPERLI_E_RANK);
     EXPECT(sperli_recv(s, -5, 1, &keep), SPERLI_E_RANK);
-    EXPECT(sperli_recv(s, 0, -1, &keep), SPERLI_E_TAG);
+    EXPECT(sperli_recv(s, 0, -2, &keep), SPERLI_E_TAG); /* -1 is SPERLI_ANY_TAG */
+    CHECK(starts(last(), "SPERLI_E_TAG: sperli_recv: tag -2 is outside 0 to 2147483647 and not SPERLI_ANY_TAG (-1)"));
+    EXPECT(sperli_recv(s, 0, INT_MIN, &keep), SPERLI_E_TAG);
+    EXPECT(sperli_recv(s, -2, 1, &keep), SPERLI_E_RANK); /* -1 is SPERLI_ANY_SOURCE */
+    CHECK(starts(last(), "SPERLI_E_RANK: sperli_recv: rank -2 is outside the job (size 1) and not SPERLI_ANY_SOURCE (-1)"));
+    EXPECT(sperli_recv(s, INT_MIN, SPERLI_ANY_TAG, &keep), SPERLI_E_RANK);
     EXPECT(sperli_recv(s, 0, 1, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_recv(s, SPERLI_ANY_SOURCE, SPERLI_ANY_TAG, NULL), SPERLI_E_NULL);
     CHECK(keep == 12345);
 
     /* messages to this rank itself; the wrong calls between changed nothing */
@@ -663,11 +948,15 @@ static void test_session(const char *one, const char *ckpt, sperli_t *kept) {
     EXPECT(sperli_result(s, buf, sizeof buf, &n), 0);
     CHECK(n == 7 && memcmp(buf, "state-4", 7) == 0);
 
+    EXPECT(sperli_split(s, 1, 0, &kept_sub), 0);
+    test_comms(s, ckpt);
     test_fork(s, one);
 
-    /* the end: every function refuses the finished session */
+    /* the end: every function refuses the finished session, and its
+     * communicators */
     EXPECT(sperli_finish(s), 0);
     every_function_refuses(s, SPERLI_E_HANDLE);
+    every_function_refuses(kept_sub, SPERLI_E_HANDLE);
     CHECK(starts(last(), "SPERLI_E_HANDLE: "));
     int st = 99;
     EXPECT(sperli_exit(s, 0, &st), SPERLI_E_HANDLE);

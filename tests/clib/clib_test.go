@@ -205,7 +205,7 @@ func TestCodes(t *testing.T) {
 	}
 	negative := []string{"ok", "SPERLI_E_NULL", "SPERLI_E_LENGTH", "SPERLI_E_RANK", "SPERLI_E_TAG", "SPERLI_E_TYPE",
 		"SPERLI_E_OP", "SPERLI_E_COUNT", "SPERLI_E_HANDLE", "SPERLI_E_PATH", "SPERLI_E_BUSY", "SPERLI_E_OPERATION",
-		"SPERLI_E_FINISHED", "SPERLI_E_OPEN", "SPERLI_E_SESSION", "SPERLI_E_FORK"}
+		"SPERLI_E_FINISHED", "SPERLI_E_OPEN", "SPERLI_E_SESSION", "SPERLI_E_FORK", "SPERLI_E_COMM"}
 	for i, name := range negative {
 		if !strings.HasPrefix(got[-i], name) {
 			t.Errorf("sperli_strerror(%d) = %q, want %s…", -i, got[-i], name)
@@ -219,6 +219,24 @@ func TestCodes(t *testing.T) {
 	for i, name := range negative[1:] {
 		if want := fmt.Sprintf("#define %s (-%d)", name, i+1); !bytes.Contains(h, []byte(want)) {
 			t.Errorf("sperli.h has no %q", want)
+		}
+	}
+	// So do the tables of docs/errors.md and docs/c.md, row for row.
+	for _, doc := range []struct{ path, row string }{
+		{"docs/errors.md", "| -%d | %s | "},
+		{"docs/c.md", "| -%d | `%s` | "},
+	} {
+		b, err := os.ReadFile(filepath.Join(root, doc.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, name := range negative[1:] {
+			if want := fmt.Sprintf(doc.row, i+1, name); !bytes.Contains(b, []byte(want)) {
+				t.Errorf("%s has no row %q", doc.path, want)
+			}
+		}
+		if next := fmt.Sprintf("| -%d | ", len(negative)); bytes.Contains(b, []byte(next)) {
+			t.Errorf("%s has a row -%d that sperli.h does not", doc.path, len(negative))
 		}
 	}
 }
