@@ -924,6 +924,7 @@ int sperli_split(sperli_t comm, int color, int key, sperli_t *newcomm);
  *   0                   freed
  *   SPERLI_E_COMM       comm is the session (end it with sperli_finish), or
  *                       was freed already
+ *   1626                comm was revoked (it is freed all the same)
  *   the job's end codes (comm is freed all the same)
  */
 int sperli_comm_free(sperli_t comm);
