@@ -82,8 +82,8 @@
  *   ("libsperli: broken promise, aborting: …"). No Go panic crosses into C.
  * - Calls that make data (recv, recv_from, finish_recv, finish_recv_from,
  *   sendrecv, bcast, reduce, allreduce, gather, scatter, allgather,
- *   alltoall, reduce_scatter, resume) keep their result in the session and tell its
- *   length; sperli_result copies it out. The result stays until the next
+ *   alltoall, reduce_scatter, resume) keep their result in the session
+ *   and tell its length; sperli_result copies it out. The result stays until the next
  *   call that makes data, or the end of the session; a call that makes data
  *   and answers a refusal (a positive code) leaves an empty result; one that
  *   answers a negative code (SPERLI_E_FINISHED too) leaves the earlier
@@ -519,8 +519,9 @@ int sperli_start_send(sperli_t comm, int dest, int tag, const void *data, size_t
  * connection, and finish op (its handle is no longer valid afterwards,
  * whatever the code).
  *
- * comm     the session, or any communicator of it: the operation is the
- *          session's, whichever communicator started it (freed since or not).
+ * comm     the session, or any communicator of it not freed: the operation
+ *          is the session's, whichever communicator started it (freed
+ *          since or not).
  * op       an open send of this session.
  *
  * Returns

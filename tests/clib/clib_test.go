@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,7 +119,9 @@ func command(t *testing.T, ctx context.Context, name string, args ...string) (*e
 	t.Helper()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = root
-	cmd.Env = env
+	// A copy: callers append to it, and parallel tests appending to one
+	// shared backing array overwrite each other's variables (a race).
+	cmd.Env = slices.Clip(env)
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
