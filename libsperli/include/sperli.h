@@ -419,7 +419,8 @@ int sperli_size(sperli_t comm, int *size);
 int sperli_job(sperli_t comm, char *buf, size_t cap);
 
 /*
- * sperli_incarnation — the job's incarnation: 0, one more at each restart.
+ * sperli_incarnation — the job's incarnation: 0, one more at each restart,
+ * in-place recovery, shrink and grow (its generation: sperli_generation).
  *
  * comm     the session, or a communicator made by sperli_split (the job's).
  * inc      where the incarnation is written.
