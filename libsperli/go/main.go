@@ -71,16 +71,24 @@ import (
 
 func main() {}
 
-// eFinished is SPERLI_E_FINISHED of sperli.h, the one negative code this
-// layer makes (from the runtime's H1617).
-const eFinished = -12
+// The codes of sperli.h this layer makes: SPERLI_E_FINISHED (from the
+// runtime's H1617), SPERLI_E_RECOVERED (a call of a generation abandoned
+// for the next: the session is in the next one now) and SPERLI_NOT_NEEDED
+// (init of a spare whose job finished without it).
+const (
+	eFinished  = -12
+	eRecovered = -17
+	notNeeded  = 1
+)
 
 // session is the open session: one per process.
 type session struct {
-	c      *runtime.Comm   // the job's communicator: comms[0]
-	comms  []*runtime.Comm // by sperli.c's index
-	result []byte          // the kept result of the last call that made data
-	ops    []openOp        // open operations by slot index (sperli.c's table)
+	moving     bool            // in recover: a code there is no new recovery
+	lossReturn bool            // set_on_loss(return) was made in this session
+	c          *runtime.Comm   // the job's communicator: comms[0]
+	comms      []*runtime.Comm // by sperli.c's index
+	result     []byte          // the kept result of the last call that made data
+	ops        []openOp        // open operations by slot index (sperli.c's table)
 }
 
 // openOp is an open operation and the communicator that started it.
@@ -105,6 +113,7 @@ var (
 	lastJob  *runtime.Job // the last description read, for sperli_exit without a session
 	ended    error        // how the last session ended when that is an error (abort)
 	watched  bool         // standard input is a launched session's control channel
+	spared   bool         // the last init answered SPERLI_NOT_NEEDED
 	ctx      = context.Background()
 )
 
@@ -231,7 +240,44 @@ func code(err error) C.int {
 		broken("the runtime returned an unknown code: " + err.Error())
 	}
 	lastErr, lastCode = err, rc
+	if sess != nil && !sess.moving && sess.c.Recovering() {
+		return sess.recover()
+	}
 	return rc
+}
+
+// recover follows the session into the next generation after its own was
+// abandoned (in-place recovery, SPEC §10.2): every call of the old one
+// fails, so the first that does waits here (Comm.Next) until this slot is
+// a rank of the next generation, which becomes the session's world. The
+// call answers SPERLI_E_RECOVERED, with the loss as its message; the
+// program calls sperli_resume and goes on from the restored state. What
+// belonged to the old generation is dropped: the kept result, the open
+// operations, the communicators made by split (sperli.c marks them). When
+// the job ends instead (no spare left, another loss it cannot survive),
+// the call answers the job's end code.
+func (s *session) recover() C.int {
+	why := lastErr
+	s.moving = true
+	defer func() { s.moving = false }()
+	nc, err := s.c.Next(ctx)
+	if err != nil {
+		return code(err)
+	}
+	s.enter(nc)
+	s.ops = nil
+	lastErr = fmt.Errorf("%v; this rank is rank %d of generation %d now (slot %d): resume", why, nc.Rank(), nc.Generation(), nc.Slot())
+	lastCode = eRecovered
+	return eRecovered
+}
+
+// enter makes nc, the job's communicator of a later generation (recovery,
+// shrink, grow), the session's world. The kept result was the old
+// generation's: it is dropped, not released to the new one.
+func (s *session) enter(nc *runtime.Comm) {
+	s.c = nc
+	s.comms[0] = nc
+	s.result = nil
 }
 
 // settle turns an error without a code into the code of the job's end. A
@@ -377,6 +423,26 @@ func initJob(line []byte, fromStdin bool, rank, size *C.int, inc *C.uint32_t, jo
 		}
 		return code(err)
 	}
+	spared = false
+	if c.Spare() {
+		// A spare (SPEC §10.1) waits here until it takes a lost rank's
+		// place — then the program runs as that rank and resumes its
+		// state — or until the job finished without it.
+		nc, err := c.Next(ctx)
+		if err == runtime.ErrSpareDone {
+			if err := c.Finish(); err != nil {
+				return code(err)
+			}
+			spared = true
+			lastErr, lastCode = fmt.Errorf("slot %d: %w", c.Slot(), err), notNeeded
+			return notNeeded
+		}
+		if err != nil {
+			c.Close()
+			return code(err)
+		}
+		c = nc
+	}
 	setSession(&session{c: c, comms: []*runtime.Comm{c}})
 	info(c, rank, size, inc, job)
 	return 0
@@ -384,10 +450,14 @@ func initJob(line []byte, fromStdin bool, rank, size *C.int, inc *C.uint32_t, jo
 
 // sendBuf is the C buffer of a message to dest on c as the runtime gets
 // it: without a copy, save for a message to this rank itself, which the
-// runtime keeps after the call.
+// runtime keeps after the call, and save in a job that can outlive a loss
+// (spares, or set_on_loss return): there a send cut short by the loss
+// may leave its frame queued on a connection that stays open (the next
+// generation uses it), to be written after the call has returned, so the
+// runtime gets bytes of its own.
 func sendBuf(c *runtime.Comm, dest C.int, data unsafe.Pointer, n C.size_t) []byte {
 	b := cbytes(data, n)
-	if int(dest) == c.Rank() {
+	if int(dest) == c.Rank() || c.Job().Spares > 0 || sess.lossReturn {
 		b = append([]byte(nil), b...)
 	}
 	return b
@@ -396,9 +466,10 @@ func sendBuf(c *runtime.Comm, dest C.int, data unsafe.Pointer, n C.size_t) []byt
 // sent settles the code of a call that handed a C buffer to the runtime
 // without a copy: when the job has ended, a frame of the message may still
 // wait in a queue, and closing the job's communicator stops the writers,
-// so nothing reads the caller's buffer after the call returns.
+// so nothing reads the caller's buffer after the call returns. A job that
+// outlives losses is not closed (sendBuf copied).
 func (s *session) sent(rc C.int) C.int {
-	if rc != 0 && rc != eFinished {
+	if rc != 0 && rc != eFinished && rc != eRecovered && s.c.Job().Spares == 0 && !s.lossReturn {
 		s.c.Close()
 	}
 	return rc
@@ -676,6 +747,115 @@ func sperligo_comm_free(ci C.int) C.int {
 	return code(s.at(ci).Finish())
 }
 
+// Losses (SPEC §10.3).
+
+//export sperligo_set_on_loss
+func sperligo_set_on_loss(ci, mode C.int) C.int {
+	defer guard()
+	s := need()
+	m := runtime.LossRecover
+	if mode == 1 {
+		m = runtime.LossReturn
+	}
+	rc := code(s.at(ci).SetOnLoss(m))
+	if rc == 0 {
+		s.lossReturn = m == runtime.LossReturn
+	}
+	return rc
+}
+
+// sperligo_failed writes the count of the ranks of ci known lost and, when
+// capacity holds them, the ranks.
+//
+//export sperligo_failed
+func sperligo_failed(ci C.int, buf *C.int, capacity C.size_t, n *C.size_t) C.int {
+	defer guard()
+	f := need().at(ci).Failed()
+	*n = C.size_t(len(f))
+	if len(f) > 0 && uint64(capacity) >= uint64(len(f)) {
+		dst := unsafe.Slice(buf, len(f))
+		for i, r := range f {
+			dst[i] = C.int(r)
+		}
+	}
+	return 0
+}
+
+//export sperligo_revoke
+func sperligo_revoke(ci C.int) C.int {
+	defer guard()
+	return code(need().at(ci).Revoke())
+}
+
+//export sperligo_agree
+func sperligo_agree(ci C.int, flag *C.uint64_t, d *C.sperligo_done) {
+	defer guard()
+	c := need().at(ci)
+	in := uint64(*flag)
+	async(d, func() C.int {
+		v, err := c.Agree(ctx, in)
+		if err != nil {
+			return code(err)
+		}
+		*flag = C.uint64_t(v)
+		return 0
+	})
+}
+
+// sperligo_regroup is shrink (grow 0) or grow (1) of the job's
+// communicator; the new one becomes the session's world. *moved is 1 when
+// it is another generation's (communicators made by split end with the
+// old one).
+//
+//export sperligo_regroup
+func sperligo_regroup(grow C.int, moved *C.int, d *C.sperligo_done) {
+	defer guard()
+	s := need()
+	c := s.c
+	async(d, func() C.int {
+		f := c.Shrink
+		if grow != 0 {
+			f = c.Grow
+		}
+		nc, err := f(ctx)
+		if err != nil {
+			return code(err)
+		}
+		*moved = 0
+		if nc != c {
+			s.enter(nc)
+			*moved = 1
+		}
+		return 0
+	})
+}
+
+// sperligo_where tells the session's world as it is now: after a join, a
+// recovery, a shrink or a grow.
+//
+//export sperligo_where
+func sperligo_where(rank, size *C.int, gen *C.uint32_t, slot *C.int) {
+	defer guard()
+	c := need().c
+	*rank, *size, *gen, *slot = C.int(c.Rank()), C.int(c.Size()), C.uint32_t(c.Generation()), C.int(c.Slot())
+}
+
+// sperligo_layout writes the slot of each rank of the job's generation
+// when capacity holds them, and their count.
+//
+//export sperligo_layout
+func sperligo_layout(buf *C.int, capacity C.size_t, n *C.size_t) {
+	defer guard()
+	l := need().c.Layout()
+	*n = C.size_t(len(l.Ranks))
+	if len(l.Ranks) > 0 && uint64(capacity) >= uint64(len(l.Ranks)) {
+		dst := unsafe.Slice(buf, len(l.Ranks))
+		for i, sl := range l.Ranks {
+			dst[i] = C.int(sl)
+		}
+	}
+}
+
 //export sperligo_set_silence
 func sperligo_set_silence(ms C.int) C.int {
 	defer guard()
@@ -703,6 +883,16 @@ func sperligo_finish(d *C.sperligo_done) {
 	defer guard()
 	s := need()
 	async(d, func() C.int {
+		if s.c.Recovering() {
+			// The generation was abandoned before this rank finished: it
+			// follows into the next (a Finish would close the job's
+			// connections, which the next generation uses).
+			err := s.c.Heartbeat() // its error: the generation's end
+			if err == nil {
+				err = codes.New(codes.PeerLost, "finish: the generation was abandoned for the next")
+			}
+			return code(err)
+		}
 		err := s.c.Finish()
 		setSession(nil)
 		return code(err)
@@ -786,6 +976,8 @@ func sperligo_exit(rc C.int, msg *C.char) C.int {
 	var err error
 	switch {
 	case rc == 0:
+	case rc == notNeeded && spared && sess == nil:
+		// A spare the job finished without: its end is a success.
 	case msg != nil:
 		err = errors.New(C.GoString(msg))
 	case lastErr != nil && lastCode == rc:

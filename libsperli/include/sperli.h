@@ -73,7 +73,10 @@
  *   untouched unless its text says otherwise, and the same call with right
  *   arguments may follow — or 1601 … 1627, the number of a refusal Hnnnn of
  *   the job (SPEC §13, docs/errors.md; sperli_strerror gives its text,
- *   sperli_last_error the message of the last one).
+ *   sperli_last_error the message of the last one). Two exceptions:
+ *   SPERLI_E_RECOVERED (-17) is no mistake of the caller but the news that
+ *   the job recovered from a loss in place (see "Recovery"), and
+ *   SPERLI_NOT_NEEDED (1) is init's answer to a spare the job did not need.
  * - A wrong argument never ends the process. Only a broken promise of the
  *   library itself ends it, with abort(3) after one line on standard error
  *   ("libsperli: broken promise, aborting: …"). No Go panic crosses into C.
@@ -93,13 +96,27 @@
  *   saw a peer lost), H1612 (another rank ended the job), H1613 (this rank
  *   saw a collective mismatch). End with sperli_exit, which turns it into
  *   the exit status (75 for a loss, else 1).
+ * - Recovery (SPEC §10.2; docs/c.md "Recovery"): in a job with spares
+ *   (sperli run --spares S) a loss does not end the job. The call a rank is
+ *   in — or its next call that uses the job — waits until the live slots
+ *   have agreed on the next generation, and answers SPERLI_E_RECOVERED: the
+ *   same session handle is now the next generation's world. The program
+ *   calls sperli_resume and goes on from the newest committed state (from
+ *   its start when there is none). A spare waits in sperli_init until it
+ *   takes a lost rank's place (init answers 0: the program runs as that
+ *   rank, calls sperli_resume) or until the job finished without it
+ *   (SPERLI_NOT_NEEDED). With no spare left the job ends as without
+ *   recovery (H1611; the launcher may restart it).
+ * - In a job with spares, or after SPERLI_LOSS_RETURN, sperli_send and
+ *   sperli_sendrecv copy the message (a send cut short by a loss may leave
+ *   its frame on a connection the next generation keeps).
  *
  * Codes common to all functions below, not repeated in each: SPERLI_E_FORK
  * (in the child of a fork(2): checked before everything), SPERLI_E_BUSY
  * (checked first otherwise), SPERLI_E_HANDLE and SPERLI_E_COMM (checked
  * next, for every function that takes a session or communicator), and the
- * job's end codes just listed (for every function that uses the job).
- * Arguments are checked in the order they are listed;
+ * job's end codes just listed and SPERLI_E_RECOVERED (for every function
+ * that uses the job). Arguments are checked in the order they are listed;
  * the first wrong one gives the code.
  */
 #ifndef SPERLI_H
@@ -124,6 +141,10 @@ typedef int sperli_t;
 /* An open send or receive (sperli_start_send, sperli_start_recv). Valid
  * handles are > 0; each is finished exactly once. */
 typedef int64_t sperli_op;
+
+/* What a loss does (sperli_set_on_loss). */
+#define SPERLI_LOSS_RECOVER 0 /* the default: in place with spares, else the job ends */
+#define SPERLI_LOSS_RETURN 1  /* the program manages its losses (ULFM) */
 
 /* Wildcards of a receive or probe (MPI_ANY_SOURCE, MPI_ANY_TAG): a
  * message from any rank of the communicator, of any tag. */
@@ -202,8 +223,31 @@ typedef struct {
  * by sperli_comm_free; one made by sperli_split given to a function that
  * takes the session only (sperli_finish, sperli_abort, sperli_exit,
  * sperli_use_checkpoints, sperli_checkpoint, sperli_resume); or the
- * session itself given to sperli_comm_free. (H1617 in Go and Starlark.) */
+ * session itself given to sperli_comm_free; one made by sperli_split in
+ * an earlier generation (before a recovery, shrink or grow). (H1617 in Go
+ * and Starlark.) */
 #define SPERLI_E_COMM (-16)
+/* Not a mistake of the caller: a rank was lost and the job recovered in
+ * place (SPEC §10.2). The call was abandoned with its generation; the
+ * session is in the next generation now (same handle; its rank, size and
+ * generation may have changed) and what belonged to the old one is gone —
+ * the kept result (empty now), the open operations (SPERLI_E_OPERATION),
+ * the communicators made by split (SPERLI_E_COMM). Call sperli_resume and
+ * go on from the state it gives, as after a start. Out arguments are
+ * untouched. Any call that uses the job may answer it; the message
+ * (sperli_last_error) names the loss. */
+#define SPERLI_E_RECOVERED (-17)
+/* A loss mode that is neither SPERLI_LOSS_RECOVER nor SPERLI_LOSS_RETURN,
+ * or sperli_shrink / sperli_grow in a session that has not set
+ * SPERLI_LOSS_RETURN. */
+#define SPERLI_E_MODE (-18)
+
+/* Not an error: sperli_init or sperli_init_stdin of a spare (SPEC §10.1)
+ * whose job finished without needing it. No session is open; end the
+ * program with sperli_exit(SPERLI_NONE, SPERLI_NOT_NEEDED, &status), which
+ * gives exit status 0 (so does the usual "init failed" path of a program
+ * that passes the code on). */
+#define SPERLI_NOT_NEEDED 1
 
 /* Refusals of the job: the code is the number of Hnnnn (SPEC §13). */
 #define SPERLI_H1601 1601 /* peer certificate refused: none, another CA, wrong name or address, not TLS 1.3 */
@@ -322,6 +366,14 @@ enum sperli_reduction {
  *                       this rank cannot listen at its address
  *   1616                the environment's SPERLI_SPIN_US is not a whole
  *                       number of microseconds from 0 to 1000000
+ *   SPERLI_NOT_NEEDED   (1) this process is a spare (SPEC §10.1) and the
+ *                       job finished without needing it: no session is
+ *                       open; sperli_exit(SPERLI_NONE, SPERLI_NOT_NEEDED,
+ *                       &status) gives status 0
+ *
+ * A spare does not return from init when it joins: it waits until it takes
+ * a lost rank's place (then init answers 0 and the session is that rank's:
+ * call sperli_resume for its state) or until the job has finished.
  *
  * A listen_fd that is no listening socket is 1615 and that descriptor is
  * left open (listen_fd 1 or 2 does not close standard output or error).
@@ -367,7 +419,8 @@ int sperli_size(sperli_t comm, int *size);
 int sperli_job(sperli_t comm, char *buf, size_t cap);
 
 /*
- * sperli_incarnation — the job's incarnation: 0, one more at each restart.
+ * sperli_incarnation — the job's incarnation: 0, one more at each restart,
+ * in-place recovery, shrink and grow (its generation: sperli_generation).
  *
  * comm     the session, or a communicator made by sperli_split (the job's).
  * inc      where the incarnation is written.
@@ -873,9 +926,137 @@ int sperli_split(sperli_t comm, int color, int key, sperli_t *newcomm);
  *   0                   freed
  *   SPERLI_E_COMM       comm is the session (end it with sperli_finish), or
  *                       was freed already
+ *   1626                comm was revoked (it is freed all the same)
  *   the job's end codes (comm is freed all the same)
  */
 int sperli_comm_free(sperli_t comm);
+
+/* ------------------------------------------------------------------------
+ * Losses (SPEC §10.3) and generations (§10.4)
+ *
+ * A program that manages its losses itself, as with MPI's ULFM, sets
+ * SPERLI_LOSS_RETURN on every rank; a loss then ends nothing: a call that
+ * needs a lost rank answers 1611, the others go on, and the program uses
+ * sperli_failed, sperli_revoke, sperli_agree, sperli_shrink, sperli_grow.
+ */
+
+/*
+ * sperli_set_on_loss — what a loss does, for the whole job: every rank
+ * makes the call, in the same order as its collectives (it is not one: it
+ * changes this rank at once).
+ *
+ * comm     the session, or a communicator made by sperli_split (the job's).
+ * mode     SPERLI_LOSS_RECOVER (the default: in place with spares, else
+ *          the job ends) or SPERLI_LOSS_RETURN.
+ *
+ * Returns 0, SPERLI_E_MODE (mode is neither), the job's end codes.
+ */
+int sperli_set_on_loss(sperli_t comm, int mode);
+
+/*
+ * sperli_failed — the ranks of comm this rank knows lost, sorted; the list
+ * only grows (until a shrink or grow makes a new world). Local.
+ *
+ * comm     the session, or a communicator made by sperli_split.
+ * ranks    where the ranks are written; may be NULL when cap is 0.
+ * cap      room in ranks, in ints.
+ * n        where their number is written (also when cap is short).
+ *
+ * Returns
+ *   0                   *n ranks written
+ *   SPERLI_E_NULL       n is NULL, or ranks is NULL with cap > 0
+ *   SPERLI_E_LENGTH     cap < *n: *n is the number, nothing is written
+ */
+int sperli_failed(sperli_t comm, int *ranks, size_t cap, size_t *n);
+
+/*
+ * sperli_revoke — every live rank's calls on comm, pending and later,
+ * answer 1626, except sperli_failed, sperli_agree, sperli_shrink and
+ * sperli_grow. It reaches every rank even when this one is lost meanwhile.
+ * Revoking twice does nothing more. Local: it returns at once.
+ *
+ * comm     the session, or a communicator made by sperli_split.
+ *
+ * Returns 0.
+ */
+int sperli_revoke(sperli_t comm);
+
+/*
+ * sperli_agree — collective over the live ranks of comm: the bitwise AND
+ * of their flags, the same on every live rank; after it sperli_failed is
+ * the same on every live rank. Works on a revoked communicator. It needs a
+ * majority of comm's ranks live (else 1611).
+ *
+ * comm     the session, or a communicator made by sperli_split.
+ * flag     in: this rank's flag; out (on 0 only): the AND of all.
+ *
+ * Returns 0, SPERLI_E_NULL (flag is NULL), 1611 (no majority, or the
+ * others agreed this rank is lost), the job's end codes.
+ */
+int sperli_agree(sperli_t comm, uint64_t *flag);
+
+/*
+ * sperli_shrink — collective over the live ranks of the job: a new world
+ * of them, renumbered in their old order, in generation + 1 (rank 0's
+ * roles — COMMIT signer, reduction root — pass to the new rank 0); the old
+ * one is revoked. The session's handle names the new world from here on:
+ * it is written to *newcomm too (so code written for MPI_Comm_shrink
+ * works, and sperli_shrink(s, &s) is fine); sperli_rank and sperli_size
+ * tell the new numbers; communicators made by split on the old world
+ * answer SPERLI_E_COMM. With no rank lost the world stays as it is.
+ *
+ * comm     the session (a communicator made by split: SPERLI_E_COMM; split
+ *          the new world again).
+ * newcomm  where the session's handle is written.
+ *
+ * Returns
+ *   0                   the session is the new world
+ *   SPERLI_E_NULL       newcomm is NULL
+ *   SPERLI_E_MODE       this session has not set SPERLI_LOSS_RETURN
+ *   1611, the job's end codes
+ */
+int sperli_shrink(sperli_t comm, sperli_t *newcomm);
+
+/*
+ * sperli_grow — as sperli_shrink, but live spares take the lost ranks'
+ * places (the lowest spare the lowest lost rank), so the size stays; a
+ * promoted spare's sperli_init returns 0 and its program runs from its
+ * start, as that rank. Without spares enough: 1611.
+ *
+ * Returns the codes of sperli_shrink.
+ */
+int sperli_grow(sperli_t comm, sperli_t *newcomm);
+
+/*
+ * sperli_generation — the job's generation (SPEC §10.1): 0 at launch, one
+ * more at each in-place recovery, shrink, grow and launcher restart (the
+ * same number as sperli_incarnation).
+ * sperli_slot — this process's slot, fixed for its life: its rank at
+ * launch, or for a spare size … size+spares-1.
+ *
+ * comm     the session, or a communicator made by sperli_split (the job's).
+ *
+ * Returns 0, SPERLI_E_NULL (gen or slot is NULL).
+ */
+int sperli_generation(sperli_t comm, uint32_t *gen);
+int sperli_slot(sperli_t comm, int *slot);
+
+/*
+ * sperli_layout — the layout of the job's generation: the slot of each
+ * rank of the job, slots[r] for rank r (SPEC §10.4).
+ *
+ * comm     the session, or a communicator made by sperli_split (the job's).
+ * slots    where the slots are written; may be NULL when cap is 0.
+ * cap      room in slots, in ints.
+ * n        where their number (the job's size) is written, also when cap
+ *          is short.
+ *
+ * Returns
+ *   0                   *n slots written
+ *   SPERLI_E_NULL       n is NULL, or slots is NULL with cap > 0
+ *   SPERLI_E_LENGTH     cap < *n: nothing written
+ */
+int sperli_layout(sperli_t comm, int *slots, size_t cap, size_t *n);
 
 /* ------------------------------------------------------------------------
  * Failure detection, abort, finish (SPEC §7)
@@ -930,6 +1111,9 @@ int sperli_abort(sperli_t session);
  *   SPERLI_E_COMM       session is a communicator made by sperli_split
  *                       (sperli_comm_free ends one)
  *   SPERLI_E_OPEN       operations are open; nothing was done
+ *   SPERLI_E_RECOVERED  the job was recovering from a loss when this rank
+ *                       came to finish: the session is open, in the next
+ *                       generation (resume and run again)
  *   the job's end codes (the session has ended all the same)
  */
 int sperli_finish(sperli_t session);

@@ -53,7 +53,9 @@ static pid_t start_pid;
 static sperli_t open_session;          /* 0: none */
 static sperli_t last_handle;           /* session and communicator handles are never reused */
 static int s_rank, s_size;             /* in the world: comms[0] */
-static uint32_t s_inc;
+static uint32_t s_inc;                 /* the generation (the incarnation) */
+static int s_slot;                     /* this process's slot */
+static int s_loss_return;              /* sperli_set_on_loss(SPERLI_LOSS_RETURN) was made */
 static char s_job[SPERLI_JOB_ID_LEN + 1];
 static size_t s_result_len;            /* the kept result's length */
 
@@ -80,10 +82,11 @@ static uint32_t next_gen;
  * index is the Go layer's index of the same communicator. Freed ones stay
  * (marked), so that their handles answer SPERLI_E_COMM, not
  * SPERLI_E_HANDLE; the table ends with the session. */
+enum { COMM_LIVE = 0, COMM_FREED = 1, COMM_OLD = 2 };
 struct comm {
     sperli_t h;
     int rank, size;
-    int freed;
+    int freed; /* COMM_FREED by sperli_comm_free, COMM_OLD: made in an earlier generation */
 };
 static struct comm *comms;
 static size_t ncomms, capcomms;
@@ -156,9 +159,12 @@ static int fail(int code, const char *fn, const char *fmt, ...) {
 /* gone checks what the Go layer answered. SPERLI_E_FINISHED, the one
  * negative code it gives, gets a message as this layer's negative codes
  * have (the code's name, the function), the runtime's text saying why. */
+static void moved(void);
+
 static int gone(int rc, const char *fn) {
     if (rc == 0) return 0;
-    if (rc == SPERLI_E_FINISHED) {
+    if (rc == SPERLI_E_RECOVERED) moved();
+    if (rc == SPERLI_E_FINISHED || rc == SPERLI_E_RECOVERED) {
         char why[sizeof last_msg];
         sperligo_error(why, sizeof why);
         const char *w = strncmp(why, "H1617: ", 7) == 0 ? why + 7 : why;
@@ -176,7 +182,7 @@ static int gone(int rc, const char *fn) {
 /* gone_init is gone for init, which may also answer 1616: an environment
  * variable of the runtime (SPERLI_SPIN_US) outside its range. */
 static int gone_init(int rc, const char *fn) {
-    if (rc == 1616) {
+    if (rc == 1616 || rc == SPERLI_NOT_NEEDED) {
         last_code = rc;
         last_from_go = 1;
         return rc;
@@ -208,7 +214,8 @@ static int check_session(sperli_t h, const char *fn) {
     if (i < 0) return no_handle(h, fn);
     if (i > 0)
         return fail(SPERLI_E_COMM, fn, "communicator %d was made by sperli_split%s; %s takes the session (%d)",
-                    h, comms[i].freed ? " (and freed)" : "", fn, open_session);
+                    h, comms[i].freed == COMM_FREED ? " (and freed)" : comms[i].freed == COMM_OLD ? " (in an earlier generation)" : "",
+                    fn, open_session);
     return 0;
 }
 
@@ -217,7 +224,12 @@ static int check_session(sperli_t h, const char *fn) {
 static int check_comm(sperli_t h, const char *fn, long *ci) {
     long i = find_comm(h);
     if (i < 0) return no_handle(h, fn);
-    if (comms[i].freed) return fail(SPERLI_E_COMM, fn, "communicator %d was freed by sperli_comm_free", h);
+    if (comms[i].freed == COMM_FREED)
+        return fail(SPERLI_E_COMM, fn, "communicator %d was freed by sperli_comm_free", h);
+    if (comms[i].freed == COMM_OLD)
+        return fail(SPERLI_E_COMM, fn,
+                    "communicator %d was made by sperli_split in generation %u or earlier; the session is in generation %u now (split again)",
+                    h, comms[i].rank, s_inc);
     *ci = i;
     return 0;
 }
@@ -281,8 +293,36 @@ static int check_op(int op, const char *fn) {
     return 0;
 }
 
+/* world is the session's world as it is now (after a join, a recovery, a
+ * shrink or a grow); the communicators made by split in earlier generations
+ * answer SPERLI_E_COMM from here on. Their rank field keeps the generation
+ * they were made in, for the message. */
+static void world(void) {
+    uint32_t was = s_inc;
+    sperligo_where(&s_rank, &s_size, &s_inc, &s_slot);
+    if (ncomms == 0) return;
+    comms[0].rank = s_rank;
+    comms[0].size = s_size;
+    if (s_inc == was) return;
+    for (size_t i = 1; i < ncomms; i++)
+        if (comms[i].freed != COMM_OLD) comms[i].freed = COMM_OLD, comms[i].rank = (int)was;
+}
+
+/* moved is what SPERLI_E_RECOVERED leaves: the session is in the next
+ * generation, and what belonged to the old one is gone — the kept result,
+ * the open operations (their handles answer SPERLI_E_OPERATION), the
+ * communicators made by split. */
+static void moved(void) {
+    world();
+    s_result_len = 0;
+    for (size_t i = 0; i < nslots; i++) slots[i].gen = 0, slots[i].kind = OP_FREE;
+    nslots = 0;
+    nopen = 0;
+}
+
 static void end_session(void) {
     open_session = 0;
+    s_loss_return = 0;
     ncomms = 0;
     s_result_len = 0;
     for (size_t i = 0; i < nslots; i++) slots[i].gen = 0, slots[i].kind = OP_FREE;
@@ -316,6 +356,7 @@ static sperli_op slot_take(long i, int kind) {
 }
 
 static void slot_free(long i) {
+    if ((size_t)i >= nslots || slots[i].kind == OP_FREE) return; /* dropped by a recovery */
     slots[i].gen = 0;
     slots[i].kind = OP_FREE;
     nopen--;
@@ -386,9 +427,11 @@ static void comm_room(void) {
 static int joined(sperli_t *session) {
     open_session = next_handle();
     s_result_len = 0;
+    s_loss_return = 0;
     ncomms = 0;
     comm_room();
     comms[ncomms++] = (struct comm){open_session, s_rank, s_size, 0};
+    world();
     *session = open_session;
     return 0;
 }
@@ -836,6 +879,134 @@ int sperli_comm_free(sperli_t comm) {
 }
 
 /* ------------------------------------------------------------------------
+ * Losses (SPEC §10.3) and generations (§10.4)
+ */
+
+int sperli_set_on_loss(sperli_t comm, int mode) {
+    static const char fn[] = "sperli_set_on_loss";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci))) return leave(rc);
+    if (mode != SPERLI_LOSS_RECOVER && mode != SPERLI_LOSS_RETURN)
+        return leave(fail(SPERLI_E_MODE, fn, "mode %d is neither SPERLI_LOSS_RECOVER (0) nor SPERLI_LOSS_RETURN (1)",
+                          mode));
+    rc = gone(sperligo_set_on_loss((int)ci, mode), fn);
+    if (rc == 0) s_loss_return = mode == SPERLI_LOSS_RETURN;
+    return leave(rc);
+}
+
+/* ints is the output of sperli_failed and sperli_layout: n numbers the Go
+ * layer wrote into buf when cap held them; SPERLI_E_LENGTH when not. */
+static int ints(size_t n, size_t cap, size_t *len, const char *fn, const char *what) {
+    *len = n;
+    if (cap < n) return fail(SPERLI_E_LENGTH, fn, "room for %zu %s, there are %zu", cap, what, n);
+    return 0;
+}
+
+/* check_ints: buf may be NULL only with a capacity of 0. */
+static int check_ints(const int *buf, size_t cap, const char *fn, const char *what) {
+    if (buf == NULL && cap > 0) return fail(SPERLI_E_NULL, fn, "%s is NULL with a capacity of %zu", what, cap);
+    return 0;
+}
+
+int sperli_failed(sperli_t comm, int *ranks, size_t cap, size_t *n) {
+    static const char fn[] = "sperli_failed";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_ints(ranks, cap, fn, "ranks")) ||
+        (rc = check_null(n, fn, "n")))
+        return leave(rc);
+    size_t got = 0;
+    /* No rank of a communicator is lost twice: its size bounds what is copied. */
+    size_t room = cap < (size_t)comms[ci].size ? cap : (size_t)comms[ci].size;
+    rc = gone(sperligo_failed((int)ci, ranks, room, &got), fn);
+    if (rc) return leave(rc);
+    return leave(ints(got, cap, n, fn, "ranks"));
+}
+
+int sperli_revoke(sperli_t comm) {
+    static const char fn[] = "sperli_revoke";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci))) return leave(rc);
+    return leave(gone(sperligo_revoke((int)ci), fn));
+}
+
+int sperli_agree(sperli_t comm, uint64_t *flag) {
+    static const char fn[] = "sperli_agree";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_null(flag, fn, "flag"))) return leave(rc);
+    uint64_t v = *flag;
+    DONE;
+    sperligo_agree((int)ci, &v, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    if (rc == 0) *flag = v;
+    return leave(rc);
+}
+
+/* regroup is sperli_shrink (grow 0) and sperli_grow (1). */
+static int regroup(int grow, sperli_t comm, sperli_t *newcomm, const char *fn) {
+    int rc;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_session(comm, fn)) || (rc = check_null(newcomm, fn, "newcomm"))) return leave(rc);
+    if (!s_loss_return)
+        return leave(fail(SPERLI_E_MODE, fn,
+                          "the job recovers its losses itself; call sperli_set_on_loss(s, SPERLI_LOSS_RETURN) first"));
+    int movedc = 0;
+    DONE;
+    sperligo_regroup(grow, &movedc, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    if (rc == 0) {
+        if (movedc) world();
+        *newcomm = open_session;
+    }
+    return leave(rc);
+}
+
+int sperli_shrink(sperli_t comm, sperli_t *newcomm) { return regroup(0, comm, newcomm, "sperli_shrink"); }
+
+int sperli_grow(sperli_t comm, sperli_t *newcomm) { return regroup(1, comm, newcomm, "sperli_grow"); }
+
+int sperli_generation(sperli_t comm, uint32_t *gen) {
+    static const char fn[] = "sperli_generation";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_null(gen, fn, "gen"))) return leave(rc);
+    *gen = s_inc;
+    return leave(0);
+}
+
+int sperli_slot(sperli_t comm, int *slot) {
+    static const char fn[] = "sperli_slot";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_null(slot, fn, "slot"))) return leave(rc);
+    *slot = s_slot;
+    return leave(0);
+}
+
+int sperli_layout(sperli_t comm, int *slots_of, size_t cap, size_t *n) {
+    static const char fn[] = "sperli_layout";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_ints(slots_of, cap, fn, "slots")) ||
+        (rc = check_null(n, fn, "n")))
+        return leave(rc);
+    size_t got = 0;
+    size_t room = cap < (size_t)s_size ? cap : (size_t)s_size;
+    sperligo_layout(slots_of, room, &got);
+    return leave(ints(got, cap, n, fn, "slots"));
+}
+
+/* ------------------------------------------------------------------------
  * Failure detection, abort, finish
  */
 
@@ -880,7 +1051,7 @@ int sperli_finish(sperli_t session) {
     DONE;
     sperligo_finish(&done);
     rc = gone(sperligo_wait(&done), fn);
-    end_session();
+    if (rc != SPERLI_E_RECOVERED) end_session();
     return leave(rc);
 }
 
@@ -966,6 +1137,8 @@ static const char *ename(int code) {
     case SPERLI_E_SESSION: return "SPERLI_E_SESSION";
     case SPERLI_E_FORK: return "SPERLI_E_FORK";
     case SPERLI_E_COMM: return "SPERLI_E_COMM";
+    case SPERLI_E_RECOVERED: return "SPERLI_E_RECOVERED";
+    case SPERLI_E_MODE: return "SPERLI_E_MODE";
     }
     return "SPERLI_E_?";
 }
@@ -988,7 +1161,10 @@ const char *sperli_strerror(int code) {
     case SPERLI_E_OPEN: return "SPERLI_E_OPEN: operations are still open";
     case SPERLI_E_SESSION: return "SPERLI_E_SESSION: a session is open already";
     case SPERLI_E_FORK: return "SPERLI_E_FORK: called in the child of a fork(2)";
-    case SPERLI_E_COMM: return "SPERLI_E_COMM: a communicator this call cannot take (freed, or made by split where the session is wanted)";
+    case SPERLI_E_COMM: return "SPERLI_E_COMM: a communicator this call cannot take (freed, made by split in an earlier generation, or made by split where the session is wanted)";
+    case SPERLI_E_RECOVERED: return "SPERLI_E_RECOVERED: a rank was lost and the job recovered in place; call sperli_resume";
+    case SPERLI_E_MODE: return "SPERLI_E_MODE: a loss mode none of SPERLI_LOSS_RECOVER, SPERLI_LOSS_RETURN, or shrink and grow without SPERLI_LOSS_RETURN";
+    case SPERLI_NOT_NEEDED: return "SPERLI_NOT_NEEDED: a spare the job finished without (exit with status 0)";
     case 1601: return "H1601: peer certificate refused: none, another CA, wrong name or address, not TLS 1.3";
     case 1602: return "H1602: hello missing or malformed";
     case 1603: return "H1603: token signature does not verify";
@@ -1056,7 +1232,7 @@ int sperli_exit(sperli_t session, int code, int *status) {
     if ((rc = check_null(status, fn, "status"))) return leave(rc);
     const char *msg = NULL;
     if (code != 0 && code == last_code && !last_from_go) msg = last_msg;
-    else if (code < 0 && code >= SPERLI_E_COMM) msg = sperli_strerror(code);
+    else if (code < 0 && code >= SPERLI_E_MODE) msg = sperli_strerror(code);
     int st = sperligo_exit(code, (char *)msg);
     if (st != 0 && st != 1 && st != 75) broken("exit status", st);
     end_session();

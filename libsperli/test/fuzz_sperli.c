@@ -106,6 +106,7 @@ static const char *ename(int code) {
     case SPERLI_E_OPEN: return "SPERLI_E_OPEN";
     case SPERLI_E_SESSION: return "SPERLI_E_SESSION";
     case SPERLI_E_COMM: return "SPERLI_E_COMM";
+    case SPERLI_E_MODE: return "SPERLI_E_MODE";
     }
     return NULL;
 }
@@ -187,6 +188,8 @@ static sperli_op stale_op[NSTALE];
 static int nstale_op;
 static struct buf res;         /* the kept result */
 static int ckpt_used;          /* this session named the checkpoint directory */
+static int loss_return;        /* this session set SPERLI_LOSS_RETURN */
+static uint64_t nrevoked;      /* communicators revoked and freed */
 /* The checkpoint directory, across sessions: committed epochs and their
  * states. A session counts epochs from the one it resumed (0 without a
  * resume): its checkpoint writes the next one, replacing an epoch of that
@@ -295,6 +298,7 @@ static void session_ended(void) {
     sess = 0;
     set_result((struct buf){NULL, 0});
     ckpt_used = 0;
+    loss_return = 0;
     sess_epoch = 0;
 }
 
@@ -876,6 +880,106 @@ static void f_comm_free(void) {
     check_last(rc);
 }
 
+/* f_losses: the calls of SPEC §10.3/§10.4 in the job of one rank, where no
+ * rank is ever lost: set_on_loss, failed, agree, shrink and grow (the world
+ * kept), generation, slot, layout; and revoke of a communicator made by
+ * split with nothing of the model on it, followed by its calls (1626 but
+ * agree) and its free (1626, freed). */
+static void f_losses(void) {
+    sperli_t s = arg_handle();
+    int ci = 0;
+    int w = want_comm(s, &ci);
+    int nul = chance(8);
+    int rc;
+    int ints[4] = {SENT_I, SENT_I, SENT_I, SENT_I};
+    size_t n = SENT_Z;
+    switch (below(7)) {
+    case 0: {
+        fname = "sperli_set_on_loss";
+        static const int modes[] = {SPERLI_LOSS_RECOVER, SPERLI_LOSS_RETURN, 2, -1, INT_MIN, INT_MAX};
+        int mode = chance(90) ? modes[below(6)] : (int)next64();
+        int ok = mode == SPERLI_LOSS_RECOVER || mode == SPERLI_LOSS_RETURN;
+        WANT(rc = sperli_set_on_loss(s, mode), first(w, ok ? 0 : SPERLI_E_MODE));
+        if (rc == 0) loss_return = mode == SPERLI_LOSS_RETURN;
+        break;
+    }
+    case 1: {
+        fname = "sperli_failed";
+        int nulbuf = chance(10);
+        size_t cap = chance(50) ? 4 : chance(50) ? 0 : SIZE_MAX;
+        int want = first(w, nul ? SPERLI_E_NULL : nulbuf && cap > 0 ? SPERLI_E_NULL : 0);
+        WANT(rc = sperli_failed(s, nulbuf ? NULL : ints, cap, nul ? NULL : &n), want);
+        TRUE(want == 0 ? n == 0 : n == SENT_Z);
+        TRUE(ints[0] == SENT_I);
+        break;
+    }
+    case 2: {
+        fname = "sperli_agree";
+        uint64_t flag = next64(), in = flag;
+        WANT(rc = sperli_agree(s, nul ? NULL : &flag), first(w, nul ? SPERLI_E_NULL : 0));
+        TRUE(flag == in); /* the AND of one rank's flag, or untouched */
+        break;
+    }
+    case 3: {
+        int grow = chance(50);
+        fname = grow ? "sperli_grow" : "sperli_shrink";
+        sperli_t nc = SENT_I;
+        int want = first(want_session(s), nul ? SPERLI_E_NULL : !loss_return ? SPERLI_E_MODE : 0);
+        rc = grow ? sperli_grow(s, nul ? NULL : &nc) : sperli_shrink(s, nul ? NULL : &nc);
+        WANT(rc, want);
+        TRUE(want == 0 ? nc == sess : nc == SENT_I);
+        break;
+    }
+    case 4: {
+        int slot = chance(50);
+        fname = slot ? "sperli_slot" : "sperli_generation";
+        uint32_t u = SENT_I;
+        int i = SENT_I;
+        rc = slot ? sperli_slot(s, nul ? NULL : &i) : sperli_generation(s, nul ? NULL : &u);
+        WANT(rc, first(w, nul ? SPERLI_E_NULL : 0));
+        TRUE(rc != 0 ? i == SENT_I && u == (uint32_t)SENT_I : slot ? i == 0 : u == 0);
+        break;
+    }
+    case 5: {
+        fname = "sperli_layout";
+        int nulbuf = chance(10);
+        size_t cap = chance(50) ? 4 : chance(50) ? 0 : SIZE_MAX;
+        int want = first(w, nul ? SPERLI_E_NULL : nulbuf && cap > 0 ? SPERLI_E_NULL : cap < 1 ? SPERLI_E_LENGTH : 0);
+        WANT(rc = sperli_layout(s, nulbuf ? NULL : ints, cap, nul ? NULL : &n), want);
+        TRUE(want == 0 || want == SPERLI_E_LENGTH ? n == 1 : n == SENT_Z);
+        TRUE(want == 0 ? ints[0] == 0 && ints[1] == SENT_I : ints[0] == SENT_I);
+        break;
+    }
+    default: {
+        fname = "sperli_revoke";
+        if (w != 0) {
+            WANT(rc = sperli_revoke(s), w);
+            break;
+        }
+        /* only a communicator made by split, with no operation or message
+         * of the model on it (revoke would end them) */
+        if (ci == 0 || mc[ci].npend > 0 || mc[ci].nkept > 0) return;
+        for (int k = 0; k < nops; k++)
+            if (ops[k].comm == ci) return;
+        WANT(rc = sperli_revoke(s), 0);
+        WANT(sperli_revoke(s), 0);
+        fname = "sperli_barrier";
+        WANT(rc = sperli_barrier(s), SPERLI_H1626);
+        check_last(rc);
+        fname = "sperli_agree";
+        uint64_t flag = 5;
+        WANT(sperli_agree(s, &flag), 0);
+        TRUE(flag == 5);
+        fname = "sperli_comm_free";
+        WANT(rc = sperli_comm_free(s), SPERLI_H1626);
+        mc[ci].freed = 1;
+        nrevoked++;
+        break;
+    }
+    }
+    check_last(rc);
+}
+
 static void f_result(void) {
     fname = "sperli_result";
     sperli_t s = arg_handle();
@@ -1213,7 +1317,7 @@ int main(int argc, char **argv) {
     rng = seed * 0x9E3779B97F4A7C15ULL + 1;
 
     double start = now(), end = start + secs;
-    uint64_t fns[19] = {0};
+    uint64_t fns[20] = {0};
     while (1) {
         if ((ncall & 63) == 0 && now() >= end) break;
         ncall++;
@@ -1223,7 +1327,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
         uint32_t f = below(1000);
-        if (sess == 0 && f < 715) f = 960 + below(20); /* mostly init when there is no session */
+        if (sess == 0 && f < 735) f = 960 + below(20); /* mostly init when there is no session */
         int k;
         if (f < 70) k = 0, f_info();
         else if (f < 200) k = 1, f_send((int)below(3) == 0);
@@ -1236,6 +1340,7 @@ int main(int argc, char **argv) {
         else if (f < 680) k = 6, f_collective();
         else if (f < 705) k = 17, f_split();
         else if (f < 715) k = 18, f_comm_free();
+        else if (f < 735) k = 19, f_losses();
         else if (f < 775) k = 7, f_result();
         else if (f < 820) k = 8, f_silence();
         else if (f < 835) k = 9, f_checkpoints();
@@ -1249,7 +1354,7 @@ int main(int argc, char **argv) {
     printf("fuzz_sperli: %s (seed %llu, %llu calls, %llu checks, %d mismatches, %.1f s; calls by kind:",
            mismatches ? "FAILED" : "ok", (unsigned long long)seed, (unsigned long long)ncall,
            (unsigned long long)nchecks, mismatches, now() - start);
-    for (int k = 0; k < 19; k++) printf(" %llu", (unsigned long long)fns[k]);
-    printf(")\n");
+    for (int k = 0; k < 20; k++) printf(" %llu", (unsigned long long)fns[k]);
+    printf("; %llu communicators revoked)\n", (unsigned long long)nrevoked);
     return mismatches ? 1 : 0;
 }

@@ -153,6 +153,20 @@ static void every_function_refuses(sperli_t s, int want) {
     EXPECT(sperli_checkpoint(s, buf, 4), want);
     EXPECT(sperli_resume(s, &i, &n), want);
     EXPECT(sperli_result(s, buf, sizeof buf, &n), want);
+    EXPECT(sperli_set_on_loss(s, SPERLI_LOSS_RETURN), want);
+    {
+        int ranks[4] = {99, 99, 99, 99};
+        uint64_t fl = 99;
+        EXPECT(sperli_failed(s, ranks, 4, &n), want);
+        EXPECT(sperli_revoke(s), want);
+        EXPECT(sperli_agree(s, &fl), want);
+        EXPECT(sperli_shrink(s, &nc), want);
+        EXPECT(sperli_grow(s, &nc), want);
+        EXPECT(sperli_generation(s, &u), want);
+        EXPECT(sperli_slot(s, &i), want);
+        EXPECT(sperli_layout(s, ranks, 4, &n), want);
+        CHECK(fl == 99 && ranks[0] == 99 && ranks[3] == 99);
+    }
     EXPECT(sperli_finish(s), want);
     EXPECT(sperli_abort(s), want);
     /* nothing was written */
@@ -201,13 +215,18 @@ static void test_strerror(void) {
         {SPERLI_E_SESSION, "SPERLI_E_SESSION: "},
         {SPERLI_E_FORK, "SPERLI_E_FORK: "},
         {SPERLI_E_COMM, "SPERLI_E_COMM: "},
+        {SPERLI_E_RECOVERED, "SPERLI_E_RECOVERED: "},
+        {SPERLI_E_MODE, "SPERLI_E_MODE: "},
+        {SPERLI_NOT_NEEDED, "SPERLI_NOT_NEEDED: "},
     };
     /* The numbers are stable. */
     CHECK(SPERLI_E_NULL == -1 && SPERLI_E_LENGTH == -2 && SPERLI_E_RANK == -3 && SPERLI_E_TAG == -4 &&
           SPERLI_E_TYPE == -5 && SPERLI_E_OP == -6 && SPERLI_E_COUNT == -7 && SPERLI_E_HANDLE == -8 &&
           SPERLI_E_PATH == -9 && SPERLI_E_BUSY == -10 && SPERLI_E_OPERATION == -11 &&
           SPERLI_E_FINISHED == -12 && SPERLI_E_OPEN == -13 && SPERLI_E_SESSION == -14 &&
-          SPERLI_E_FORK == -15 && SPERLI_E_COMM == -16);
+          SPERLI_E_FORK == -15 && SPERLI_E_COMM == -16 && SPERLI_E_RECOVERED == -17 &&
+          SPERLI_E_MODE == -18);
+    CHECK(SPERLI_NOT_NEEDED == 1 && SPERLI_LOSS_RECOVER == 0 && SPERLI_LOSS_RETURN == 1);
     CHECK(SPERLI_ANY_SOURCE == -1 && SPERLI_ANY_TAG == -1 && SPERLI_UNDEFINED == -1 && SPERLI_NONE == 0);
     CHECK(SPERLI_H1616 == 1616 && SPERLI_H1626 == 1626 && SPERLI_H1627 == 1627);
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++)
@@ -217,7 +236,8 @@ static void test_strerror(void) {
         snprintf(want, sizeof want, "H%d: ", c);
         CHECK(starts(sperli_strerror(c), want));
     }
-    CHECK(strcmp(sperli_strerror(-17), "unknown code") == 0);
+    CHECK(strcmp(sperli_strerror(-19), "unknown code") == 0);
+    CHECK(strcmp(sperli_strerror(2), "unknown code") == 0);
     CHECK(strcmp(sperli_strerror(1600), "unknown code") == 0);
     CHECK(strcmp(sperli_strerror(1628), "unknown code") == 0);
     CHECK(strcmp(sperli_strerror(INT_MIN), "unknown code") == 0);
@@ -369,6 +389,20 @@ static void test_fork(sperli_t s, const char *one) {
             FORKED(sperli_split(s, 0, 0, &s2));
             FORKED(sperli_comm_free(s));
             bad += flag != 99 || fst.source != 99 || fst.tag != 99 || fst.len != 99;
+        }
+        {
+            int fr[2];
+            uint64_t fl = 99;
+            FORKED(sperli_set_on_loss(s, SPERLI_LOSS_RETURN));
+            FORKED(sperli_failed(s, fr, 2, &m));
+            FORKED(sperli_revoke(s));
+            FORKED(sperli_agree(s, &fl));
+            FORKED(sperli_shrink(s, &s2));
+            FORKED(sperli_grow(s, &s2));
+            FORKED(sperli_generation(s, &u));
+            FORKED(sperli_slot(s, &i));
+            FORKED(sperli_layout(s, fr, 2, &m));
+            bad += fl != 99;
         }
         FORKED(sperli_set_silence(s, 1000));
         FORKED(sperli_heartbeat(s));
@@ -650,6 +684,99 @@ static void test_comms(sperli_t s, const char *ckpt) {
     EXPECT(sperli_barrier(sub2), 0);
     /* sub2 stays open: the session's end ends it (test_session checks) */
     EXPECT(sperli_rank(sub2, &i), 0);
+}
+
+/* test_losses: the calls of SPEC §10.3 and §10.4 in a job of one rank
+ * (nothing is lost in it), each wrong argument against the table, and that
+ * a refused call changed nothing. */
+static void test_losses(sperli_t s) {
+    sperli_t sub = 0, nc = 77;
+    int ranks[4] = {77, 77, 77, 77}, i = 77;
+    size_t n = 77;
+    uint32_t gen = 77;
+    uint64_t flag = 77;
+    EXPECT(sperli_split(s, 0, 0, &sub), 0);
+
+    /* set_on_loss: the mode */
+    EXPECT(sperli_set_on_loss(s, 2), SPERLI_E_MODE);
+    CHECK(starts(last(), "SPERLI_E_MODE: sperli_set_on_loss: mode 2 is neither"));
+    EXPECT(sperli_set_on_loss(s, -1), SPERLI_E_MODE);
+    EXPECT(sperli_set_on_loss(sub, INT_MIN), SPERLI_E_MODE);
+    EXPECT(sperli_set_on_loss(s, INT_MAX), SPERLI_E_MODE);
+
+    /* shrink and grow: the session only, newcomm, then the mode */
+    EXPECT(sperli_shrink(sub, &nc), SPERLI_E_COMM);
+    CHECK(starts(last(), "SPERLI_E_COMM: sperli_shrink: communicator "));
+    EXPECT(sperli_grow(sub, NULL), SPERLI_E_COMM);
+    EXPECT(sperli_shrink(s, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_grow(s, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_shrink(s, &nc), SPERLI_E_MODE);
+    CHECK(starts(last(), "SPERLI_E_MODE: sperli_shrink: the job recovers its losses itself"));
+    EXPECT(sperli_grow(s, &nc), SPERLI_E_MODE);
+    CHECK(nc == 77);
+
+    /* failed: n, ranks with a capacity; nothing lost here */
+    EXPECT(sperli_failed(s, ranks, 4, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_failed(s, NULL, 1, &n), SPERLI_E_NULL);
+    CHECK(n == 77);
+    EXPECT(sperli_failed(s, NULL, 0, &n), 0);
+    CHECK(n == 0);
+    n = 77;
+    EXPECT(sperli_failed(sub, ranks, SIZE_MAX, &n), 0);
+    CHECK(n == 0 && ranks[0] == 77);
+
+    /* layout: the slot of rank 0 is 0 */
+    n = 77;
+    EXPECT(sperli_layout(s, ranks, 4, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_layout(s, NULL, 4, &n), SPERLI_E_NULL);
+    CHECK(n == 77);
+    EXPECT(sperli_layout(s, NULL, 0, &n), SPERLI_E_LENGTH);
+    CHECK(n == 1 && starts(last(), "SPERLI_E_LENGTH: sperli_layout: room for 0 slots, there are 1"));
+    n = 77;
+    EXPECT(sperli_layout(sub, ranks, SIZE_MAX, &n), 0);
+    CHECK(n == 1 && ranks[0] == 0 && ranks[1] == 77);
+
+    /* generation and slot */
+    EXPECT(sperli_generation(s, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_slot(sub, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_generation(sub, &gen), 0);
+    EXPECT(sperli_slot(s, &i), 0);
+    CHECK(gen == 0 && i == 0);
+
+    /* agree: the AND of one rank's flag is the flag */
+    EXPECT(sperli_agree(s, NULL), SPERLI_E_NULL);
+    flag = 0xf0f0f0f0f0f0f0f0ULL;
+    EXPECT(sperli_agree(s, &flag), 0);
+    CHECK(flag == 0xf0f0f0f0f0f0f0f0ULL);
+    flag = UINT64_MAX;
+    EXPECT(sperli_agree(sub, &flag), 0);
+    CHECK(flag == UINT64_MAX);
+
+    /* LOSS_RETURN: shrink and grow with nothing lost keep the world */
+    EXPECT(sperli_set_on_loss(s, SPERLI_LOSS_RETURN), 0);
+    EXPECT(sperli_shrink(s, &nc), 0);
+    CHECK(nc == s);
+    nc = 77;
+    EXPECT(sperli_grow(s, &nc), 0);
+    CHECK(nc == s);
+    EXPECT(sperli_rank(sub, &i), 0); /* the same world: sub lives on */
+    EXPECT(sperli_barrier(s), 0);
+
+    /* revoke: the communicator's calls answer 1626, but failed and agree */
+    EXPECT(sperli_revoke(sub), 0);
+    EXPECT(sperli_revoke(sub), 0);
+    EXPECT(sperli_barrier(sub), SPERLI_H1626);
+    EXPECT(sperli_send(sub, 0, 1, "x", 1), SPERLI_H1626);
+    flag = 6;
+    EXPECT(sperli_agree(sub, &flag), 0);
+    CHECK(flag == 6);
+    EXPECT(sperli_failed(sub, ranks, 4, &n), 0);
+    CHECK(n == 0);
+    EXPECT(sperli_barrier(s), 0); /* the job's communicator is not revoked */
+    EXPECT(sperli_comm_free(sub), SPERLI_H1626); /* freed all the same */
+    EXPECT(sperli_comm_free(sub), SPERLI_E_COMM);
+    EXPECT(sperli_set_on_loss(s, SPERLI_LOSS_RECOVER), 0);
+    EXPECT(sperli_shrink(s, &nc), SPERLI_E_MODE);
 }
 
 static void test_session(const char *one, const char *ckpt, sperli_t *kept) {
@@ -950,6 +1077,7 @@ static void test_session(const char *one, const char *ckpt, sperli_t *kept) {
 
     EXPECT(sperli_split(s, 1, 0, &kept_sub), 0);
     test_comms(s, ckpt);
+    test_losses(s);
     test_fork(s, one);
 
     /* the end: every function refuses the finished session, and its

@@ -95,6 +95,7 @@ func build() error {
 	for _, c := range []struct{ out, src string }{
 		{"csum", "scripts/examples/csum.c"},
 		{"cpeer", "libsperli/test/cpeer.c"},
+		{"celastic", "libsperli/test/celastic.c"},
 	} {
 		steps = append(steps, []string{cc, "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", lib,
 			"-o", filepath.Join(bin, c.out), c.src, filepath.Join(lib, "libsperli.a"), "-lpthread"})
@@ -208,16 +209,26 @@ func TestCodes(t *testing.T) {
 	}
 	negative := []string{"ok", "SPERLI_E_NULL", "SPERLI_E_LENGTH", "SPERLI_E_RANK", "SPERLI_E_TAG", "SPERLI_E_TYPE",
 		"SPERLI_E_OP", "SPERLI_E_COUNT", "SPERLI_E_HANDLE", "SPERLI_E_PATH", "SPERLI_E_BUSY", "SPERLI_E_OPERATION",
-		"SPERLI_E_FINISHED", "SPERLI_E_OPEN", "SPERLI_E_SESSION", "SPERLI_E_FORK", "SPERLI_E_COMM"}
+		"SPERLI_E_FINISHED", "SPERLI_E_OPEN", "SPERLI_E_SESSION", "SPERLI_E_FORK", "SPERLI_E_COMM", "SPERLI_E_RECOVERED",
+		"SPERLI_E_MODE"}
 	for i, name := range negative {
 		if !strings.HasPrefix(got[-i], name) {
 			t.Errorf("sperli_strerror(%d) = %q, want %s…", -i, got[-i], name)
 		}
 	}
+	// The one positive code that is no refusal: a spare not needed.
+	if !strings.HasPrefix(got[1], "SPERLI_NOT_NEEDED: ") {
+		t.Errorf("sperli_strerror(1) = %q, want SPERLI_NOT_NEEDED…", got[1])
+	}
 	// sperli.h says the same numbers.
 	h, err := os.ReadFile(filepath.Join(root, "libsperli", "include", "sperli.h"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, want := range []string{"#define SPERLI_NOT_NEEDED 1\n", "#define SPERLI_LOSS_RECOVER 0 ", "#define SPERLI_LOSS_RETURN 1 "} {
+		if !bytes.Contains(h, []byte(want)) {
+			t.Errorf("sperli.h has no %q", want)
+		}
 	}
 	for i, name := range negative[1:] {
 		if want := fmt.Sprintf("#define %s (-%d)", name, i+1); !bytes.Contains(h, []byte(want)) {
