@@ -20,7 +20,8 @@ const (
 	Accept   Kind = 3 // coordinator → all: ballot, the layout
 	Accepted Kind = 4 // → coordinator: the ballot
 	Decide   Kind = 5 // coordinator → all: the layout, final
-	maxKind       = Decide
+	Report   Kind = 6 // a slot that began → the coordinator: begin too (the failed slots it knows)
+	maxKind       = Report
 )
 
 // Msg is one agreement message. Gen names the instance: for the
@@ -130,7 +131,7 @@ func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
 
 func (k Kind) String() string {
 	if k >= Prepare && k <= maxKind {
-		return [...]string{"", "prepare", "promise", "accept", "accepted", "decide"}[k]
+		return [...]string{"", "prepare", "promise", "accept", "accepted", "decide", "report"}[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -173,8 +174,9 @@ type Agreement struct {
 	proposal []byte
 	round    uint64 // rounds this slot has started
 
-	started bool
-	err     error
+	started    bool
+	reportedTo int // the coordinator this slot last reported to, -1 for none
+	err        error
 }
 
 // NewAgreement begins this slot's part in the agreement on the layout
@@ -224,7 +226,7 @@ func NewRegroup(self int, cur Layout) *Agreement {
 func NewConsensus(self int, members []int, slots, inst int, propose func(failed []int, inputs map[int][]byte) ([]byte, error)) *Agreement {
 	live := slices.Clone(members)
 	slices.Sort(live)
-	return &Agreement{self: self, inst: inst, slots: slots, live: live, lost: map[int]bool{}, propose: propose}
+	return &Agreement{self: self, inst: inst, slots: slots, live: live, lost: map[int]bool{}, propose: propose, reportedTo: -1}
 }
 
 // SetInput gives this slot's input and answers the prepares that waited
@@ -386,6 +388,12 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 		out = append(out, Out{from, Msg{Kind: Accepted, Gen: a.gen(), Ballot: m.Ballot}})
 	case Decide:
 		a.decide(m.Value)
+	case Report:
+		// The reporter began: so does this slot (it is, or becomes, the
+		// coordinator); a decided one tells it the decision.
+		if a.decided != nil {
+			out = append(out, Out{from, Msg{Kind: Decide, Gen: a.gen(), Value: a.decided}})
+		}
 	case Promise, Accepted:
 		if m.Ballot == a.ballot && a.ballot != 0 {
 			if m.Kind == Promise && m.Decided {
@@ -441,7 +449,13 @@ func (a *Agreement) step() []Out {
 		a.err = codes.New(codes.PeerLost, "agreement on generation %d: %d of %d slots live, fewer than a majority", a.gen(), len(alive), len(a.live))
 		return nil
 	}
-	if a.coordinator() != a.self {
+	if c := a.coordinator(); c != a.self {
+		// Tell the coordinator, once each, that this slot began: it may
+		// not have seen the loss (or not in the same mode).
+		if a.reportedTo != c {
+			a.reportedTo = c
+			return []Out{{c, Msg{Kind: Report, Gen: a.gen(), Failed: a.failed()}}}
+		}
 		return nil
 	}
 	if a.ballot == 0 {

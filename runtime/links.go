@@ -92,11 +92,11 @@ func (l *links) arrive(p *peer, h wire.Header, payload []byte) error {
 			return nil
 		}
 	case wire.Agree:
-		if payload[0] == agreeLayout {
+		if payload[0] == agreeLayout || payload[0] == agreeRegroup {
 			if l.rec == nil {
 				return violation(p.rank, "it sent an agreement frame before the join ended")
 			}
-			return l.rec.message(p.rank, payload[1:])
+			return l.rec.message(p.rank, payload)
 		}
 		// A comm.agree belongs to its generation: below.
 	}

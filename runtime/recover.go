@@ -40,6 +40,9 @@ type recovery struct {
 	failed  map[int]string     // slots known lost and why
 	eng     *elastic.Agreement // the agreement on layout.Gen+1, or nil; loop only
 	prev    *elastic.Agreement // the agreement that made layout, answering late prepares; loop only
+	// The purposes (agreeLayout, agreeRegroup) of eng and prev: a
+	// recovery after a loss, or a shrink or grow; loop only.
+	engPurpose, prevPurpose byte
 	lossAt  time.Time          // when the loss that began the agreement was seen
 	fatal   error              // set once when the job cannot go on
 	changed chan struct{}      // closed (and replaced) at every new generation or fatal; under mu
@@ -50,6 +53,7 @@ type recEvent struct {
 	why     string
 	from    int
 	payload []byte
+	purpose byte   // of an agreement message
 	note    bool   // the loss is only recorded (LossReturn)
 	request []byte // shrink or grow asked for by this rank's program
 }
@@ -75,7 +79,7 @@ func (r *recovery) lost(slot int, why string) { r.post(recEvent{lost: slot, why:
 // message queues an agreement message from slot from (reader goroutine).
 // The bytes are decoded by the loop, which refuses bad ones.
 func (r *recovery) message(from int, payload []byte) error {
-	r.post(recEvent{lost: -1, from: from, payload: append([]byte(nil), payload...)})
+	r.post(recEvent{lost: -1, from: from, purpose: payload[0], payload: append([]byte(nil), payload[1:]...)})
 	return nil
 }
 
@@ -123,7 +127,7 @@ func (r *recovery) handle(e recEvent) {
 			r.end(violation(e.from, "%s", errMsg(err)))
 			return
 		}
-		r.onMessage(e.from, m)
+		r.onMessage(e.from, e.purpose, m)
 	}
 	r.progress()
 }
@@ -145,14 +149,22 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 	if p := r.l.peers[slot]; p != nil {
 		p.close()
 	}
-	if note || r.l.lossReturn.Load() {
+	if note || r.l.lossReturn.Load() || r.layout.IsSpare(r.l.self) {
+		// The program manages its losses (SPEC §10.3), or this slot is a
+		// spare, which runs no program and so does not know how its job
+		// takes losses: a rank begins, by its mode, and the spare follows.
 		if r.eng != nil {
 			r.send(r.eng.Suspect(slot))
 		}
-		return // the program manages its losses (SPEC §10.3)
+		if !note && r.l.lossReturn.Load() {
+			// Seen before the program said set_on_loss("return"), taken
+			// after: its calls must learn it as that mode says.
+			r.l.cur.Load().lostReturn(slot, why)
+		}
+		return
 	}
 	if r.prev != nil {
-		r.send(r.prev.Suspect(slot)) // a slot still deciding the last switch may need this one
+		r.sendAs(r.prevPurpose, r.prev.Suspect(slot)) // a slot still deciding the last switch may need this one
 	}
 	if r.eng != nil {
 		r.send(r.eng.Suspect(slot))
@@ -180,7 +192,7 @@ func (r *recovery) begin(slot int, why string) {
 	}
 	r.lossAt = time.Now()
 	r.abandon(slot, why)
-	r.eng = elastic.NewAgreement(r.l.self, r.layout)
+	r.eng, r.engPurpose = elastic.NewAgreement(r.l.self, r.layout), agreeLayout
 	c := r.l.cur.Load()
 	c.failurePoint("agree", 1)
 	r.send(r.eng.Start(r.failedList()))
@@ -199,33 +211,47 @@ func (r *recovery) abandon(slot int, why string) {
 		Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost}}, nil)
 }
 
-func (r *recovery) onMessage(from int, m elastic.Msg) {
+// onMessage takes an agreement message. A recovery (a rank that takes
+// losses in place saw one) wins over a shrink or grow of the same
+// generation: a regroup engine is dropped for it, which is safe because a
+// regroup decides nothing without the promise of every live slot, and a
+// slot that recovers never promises to one. So a job whose ranks were
+// not all set alike when a loss came recovers in place, all of it.
+func (r *recovery) onMessage(from int, purpose byte, m elastic.Msg) {
 	switch {
-	case m.Gen == r.layout.Gen+1 && r.eng == nil && r.l.lossReturn.Load():
-		// Another rank asked to shrink or grow: this one promises once
-		// its program asks too; a spare at once.
-		r.newRegroup()
-		r.send(r.eng.Receive(from, m))
-	case m.Gen == r.layout.Gen+1:
-		if r.eng == nil {
+	case m.Gen == r.layout.Gen+1 && purpose == agreeLayout:
+		if r.eng == nil || r.engPurpose == agreeRegroup {
 			// Another slot saw a loss first.
 			r.lossAt = time.Now()
 			r.abandon(-1, "told by slot "+fmt.Sprint(from))
-			r.eng = elastic.NewAgreement(r.l.self, r.layout)
+			r.eng, r.engPurpose = elastic.NewAgreement(r.l.self, r.layout), agreeLayout
 			r.l.cur.Load().failurePoint("agree", 1)
-			if fl := r.failedList(); len(fl) > 0 {
-				r.send(r.eng.Start(fl))
-			}
+			r.send(r.eng.Start(r.failedList()))
 		}
 		r.send(r.eng.Receive(from, m))
+	case m.Gen == r.layout.Gen+1 && purpose == agreeRegroup:
+		switch {
+		case r.eng != nil && r.engPurpose == agreeLayout:
+			// This slot recovers: its own messages bring the others.
+		case r.eng == nil && !r.l.lossReturn.Load() && !r.layout.IsSpare(r.l.self):
+			// A rank that takes losses in place: it recovers when it sees
+			// the loss, and that wins.
+		default:
+			if r.eng == nil {
+				// Another rank asked to shrink or grow: this one promises
+				// once its program asks too; a spare at once.
+				r.newRegroup()
+			}
+			r.send(r.eng.Receive(from, m))
+		}
 	case m.Gen == r.layout.Gen && r.prev != nil:
-		r.send(r.prev.Receive(from, m))
+		r.sendAs(r.prevPurpose, r.prev.Receive(from, m))
 	}
 }
 
 // newRegroup starts the agreement a shrink or grow asks for.
 func (r *recovery) newRegroup() {
-	r.eng = elastic.NewRegroup(r.l.self, r.layout)
+	r.eng, r.engPurpose = elastic.NewRegroup(r.l.self, r.layout), agreeRegroup
 	if r.layout.IsSpare(r.l.self) {
 		r.send(r.eng.SetInput([]byte{}))
 	}
@@ -237,10 +263,14 @@ func (r *recovery) onRequest(input []byte) {
 	if r.eng == nil {
 		r.newRegroup()
 	}
-	r.send(r.eng.SetInput(input))
+	if r.engPurpose == agreeRegroup {
+		r.send(r.eng.SetInput(input))
+	} // else the job recovers in place: regroup sees the generation abandoned
 }
 
-func (r *recovery) send(outs []elastic.Out) {
+func (r *recovery) send(outs []elastic.Out) { r.sendAs(r.engPurpose, outs) }
+
+func (r *recovery) sendAs(purpose byte, outs []elastic.Out) {
 	for _, o := range outs {
 		if o.To < 0 || o.To >= r.l.slots || o.To == r.l.self {
 			continue
@@ -254,7 +284,7 @@ func (r *recovery) send(outs []elastic.Out) {
 			r.end(codes.New(codes.JobEnded, "agreement: a message does not encode: %v", err))
 			return
 		}
-		p.control(wire.Agree, append([]byte{agreeLayout}, b...))
+		p.control(wire.Agree, append([]byte{purpose}, b...))
 		p.readSoon() // its answer: the reader goroutine must not wait out its grace (peer.go)
 	}
 }
@@ -275,7 +305,7 @@ func (r *recovery) progress() {
 		if !ok {
 			return
 		}
-		r.prev, r.eng = r.eng, nil
+		r.prev, r.eng, r.prevPurpose = r.eng, nil, r.engPurpose
 		r.switchTo(l)
 		// A loss during the agreement is handled in the next generation
 		// (a program that manages its losses is told, and asks again).

@@ -37,7 +37,7 @@ func (c *Comm) SetOnLoss(m LossMode) error {
 		return &codes.Error{Code: codes.OutOfRange, Op: "set_on_loss", Rank: -1, Msg: fmt.Sprintf("set_on_loss: mode %d, want LossRecover or LossReturn", m)}
 	}
 	c.mu.Lock()
-	err := c.callableLocked("set_on_loss")
+	err := c.err // not the revoke: a rank that comes late to it may find its communicator revoked by the others
 	c.mu.Unlock()
 	if err != nil {
 		return err
@@ -289,8 +289,9 @@ func (in *agreeInst) send(outs []elastic.Out) {
 
 // Purposes of an agree frame (its first byte, protocol.md §12).
 const (
-	agreeLayout = 0 // the agreement on the next generation's layout
-	agreeComm   = 1 // a Comm.Agree: then the communicator id and the call number, u32 each
+	agreeLayout  = 0 // the agreement on the next generation's layout after a loss (in-place recovery)
+	agreeComm    = 1 // a Comm.Agree: then the communicator id and the call number, u32 each
+	agreeRegroup = 2 // the agreement on the next generation's layout a shrink or grow asks for
 )
 
 // Agree is a collective over the live ranks of c: it returns the bitwise
@@ -433,6 +434,11 @@ func (c *Comm) regroup(ctx context.Context, op string) (*Comm, error) {
 		fatal, next := rec.state()
 		if fatal != nil {
 			return nil, fatal
+		}
+		if c.recovering.Load() {
+			// A rank that takes losses in place saw this one first: the
+			// job recovers in place, and this program runs again.
+			return nil, c.deadErr()
 		}
 		if nc := c.links.cur.Load(); nc.inc > c.inc {
 			c.revoke(-1)

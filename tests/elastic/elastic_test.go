@@ -470,3 +470,26 @@ func TestSpareLost(t *testing.T) {
 		t.Fatalf("result %q, want %q", got, want)
 	}
 }
+
+// TestLossBeforeEveryRankSetMode: slot 1 dies at its first collective,
+// when another rank may not have made set_on_loss("return") yet: ranks
+// set differently see the same loss. The job must neither hang nor fork:
+// a rank that takes losses in place wins, and every rank ends in
+// generation 1 — by grow, or by in-place recovery with main() run again
+// (the lines are the same). Several runs, as the order varies.
+func TestLossBeforeEveryRankSetMode(t *testing.T) {
+	prog := filepath.Join(root, "tests", "elastic", "testdata", "grow.star")
+	for i := 0; i < 6; i++ {
+		r, _ := run(t, "0:1@collective-1", "-n", "3", "--spares", "1", "--silence", "1000", prog)
+		if r.Code != 0 {
+			t.Fatalf("run %d: exit %d\n%v", i, r.Code, r)
+		}
+		// Survivors joined in generation 0 after a grow, in 1 after an
+		// in-place recovery (main() ran again); the spare in 1 either way.
+		for _, w := range []string{`\[slot 0\] rank 0 size 3 generation 1 joined [01] step 20`, `\[slot 2\] rank 2 size 3 generation 1 joined [01] step 20`, `\[slot 3\] rank 1 size 3 generation 1 joined 1 step 20`} {
+			if !regexp.MustCompile(`(?m)^` + w + `$`).MatchString(r.Stdout) {
+				t.Fatalf("run %d: stdout lacks %q\n%v", i, w, r)
+			}
+		}
+	}
+}
