@@ -514,9 +514,7 @@ func Run(ctx context.Context, j *Job, fn func(context.Context, *Comm) error) (*C
 		return nil, err
 	}
 	rec := c.links.rec
-	if j.Incarnation > 0 {
-		rec.report("start", "") // for the launcher's time of a restart
-	}
+	c.Started()
 	if c.rank < 0 {
 		c, err = rec.await(ctx, c)
 		if err == errSpareDone {
@@ -577,4 +575,14 @@ func (c *Comm) Layout() elastic.Layout {
 	l := c.layout
 	l.Ranks, l.Spares, l.Lost = slices.Clone(l.Ranks), slices.Clone(l.Spares), slices.Clone(l.Lost)
 	return l
+}
+
+// Started tells the launcher that this rank is back in its program after a
+// launcher restart (the time of a restart it says; nothing in incarnation
+// 0 or without a launcher). Run calls it; a program that joins with Init
+// calls it once joined.
+func (c *Comm) Started() {
+	if c.job.Incarnation > 0 {
+		c.links.rec.report("start", "")
+	}
 }

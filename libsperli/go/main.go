@@ -424,6 +424,7 @@ func initJob(line []byte, fromStdin bool, rank, size *C.int, inc *C.uint32_t, jo
 		return code(err)
 	}
 	spared = false
+	c.Started() // the launcher's time of a restart
 	if c.Spare() {
 		// A spare (SPEC §10.1) waits here until it takes a lost rank's
 		// place — then the program runs as that rank and resumes its

@@ -202,6 +202,9 @@ func TestCSparesRunOut(t *testing.T) {
 	if !strings.Contains(r.Stderr, "sperli: generation 1: rank 1") || !strings.Contains(r.Stderr, "restart 1") {
 		t.Fatalf("want an in-place generation, then a restart\n%s", r.Stderr)
 	}
+	if !regexp.MustCompile(`(?m)^sperli: incarnation 2: every rank back in its program \d+ ms after the loss$`).MatchString(r.Stderr) {
+		t.Fatalf("no restart time for the C ranks (they report when they are back)\n%s", r.Stderr)
+	}
 	b, _ := os.ReadFile(filepath.Join(work, "rec.jsonl"))
 	if !strings.Contains(string(b), `"cause":"restart"`) {
 		t.Fatalf("the record does not show the restart:\n%s", b)
