@@ -16,7 +16,7 @@ const (
 // (protocol.md §12.4), in a job with spares and in one without.
 func TestHostileAgreeFrames(t *testing.T) {
 	msg := func(kind byte, failed ...uint16) []byte {
-		b := []byte{kind, 0, 0, 0, 0, 1} // kind, flags, instance 1
+		b := []byte{kind, 0, 0, 0, 0, 1}   // kind, flags, instance 1
 		b = append(b, make([]byte, 16)...) // ballot, accepted ballot
 		b = append(b, 0, byte(len(failed)))
 		for _, s := range failed {

@@ -33,19 +33,19 @@ type recovery struct {
 	l   *links
 	job *Job
 
-	mu      sync.Mutex
-	events  []recEvent
-	kick    chan struct{}
-	layout  elastic.Layout     // the layout of the generation this slot is in; loop only
-	failed  map[int]string     // slots known lost and why
-	eng     *elastic.Agreement // the agreement on layout.Gen+1, or nil; loop only
-	prev    *elastic.Agreement // the agreement that made layout, answering late prepares; loop only
+	mu     sync.Mutex
+	events []recEvent
+	kick   chan struct{}
+	layout elastic.Layout     // the layout of the generation this slot is in; loop only
+	failed map[int]string     // slots known lost and why
+	eng    *elastic.Agreement // the agreement on layout.Gen+1, or nil; loop only
+	prev   *elastic.Agreement // the agreement that made layout, answering late prepares; loop only
 	// The purposes (agreeLayout, agreeRegroup) of eng and prev: a
 	// recovery after a loss, or a shrink or grow; loop only.
 	engPurpose, prevPurpose byte
-	lossAt  time.Time          // when the loss that began the agreement was seen
-	fatal   error              // set once when the job cannot go on
-	changed chan struct{}      // closed (and replaced) at every new generation or fatal; under mu
+	lossAt                  time.Time     // when the loss that began the agreement was seen
+	fatal                   error         // set once when the job cannot go on
+	changed                 chan struct{} // closed (and replaced) at every new generation or fatal; under mu
 }
 
 type recEvent struct {
