@@ -10,11 +10,7 @@ package clib
 // programs' output.
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -55,72 +51,10 @@ func rollResult(t *testing.T, out string) string {
 	return m[0][1]
 }
 
-type genLine struct {
-	Job    string         `json:"job"`
-	Gen    int            `json:"generation"`
-	Size   int            `json:"size"`
-	Ranks  []int          `json:"ranks"`
-	Spares []int          `json:"spares"`
-	Lost   []int          `json:"lost"`
-	Hosts  map[string]any `json:"hosts"`
-	Pids   map[string]int `json:"pids"`
-	Cause  string         `json:"cause"`
-	Prev   string         `json:"prev"`
-}
-
-// record reads the generation record and checks what holds for every job:
-// generations consecutive from 0, chained by SHA-256, rank r at slot r in
-// generation 0, each slot lost once, survivors' pids unchanged.
-func record(t *testing.T, path string) []genLine {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var gens []genLine
-	prev := ""
-	lost := map[int]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		var g genLine
-		dec := json.NewDecoder(strings.NewReader(string(line)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&g); err != nil {
-			t.Fatalf("record line %d: %v: %s", len(gens)+1, err, line)
-		}
-		if g.Gen != len(gens) || g.Prev != prev || len(g.Ranks) != g.Size {
-			t.Fatalf("record line %d: generation %d prev %q size %d ranks %v, want generation %d prev %q", len(gens)+1, g.Gen, g.Prev, g.Size, g.Ranks, len(gens), prev)
-		}
-		sum := sha256.Sum256(line)
-		prev = hex.EncodeToString(sum[:])
-		for _, s := range g.Lost {
-			if lost[s] {
-				t.Fatalf("slot %d recorded lost twice", s)
-			}
-			lost[s] = true
-		}
-		if len(gens) > 0 {
-			for k, pid := range g.Pids {
-				if old, ok := gens[len(gens)-1].Pids[k]; ok && old != pid {
-					t.Fatalf("generation %d: slot %s has pid %d, was %d (relaunched)", g.Gen, k, pid, old)
-				}
-			}
-		}
-		gens = append(gens, g)
-	}
-	if len(gens) == 0 {
-		t.Fatal("the record is empty")
-	}
-	for r, s := range gens[0].Ranks {
-		if s != r {
-			t.Fatalf("generation 0: rank %d is slot %d", r, s)
-		}
-	}
-	return gens
-}
+// record reads the generation record and checks what holds for every job
+// (testbin.ReadRecord: consecutive, chained by SHA-256, rank r at slot r
+// in generation 0, each slot lost once, survivors' pids unchanged).
+func record(t *testing.T, path string) []testbin.Generation { return testbin.ReadRecord(t, path) }
 
 // TestCRecoverInPlace: three C ranks and a spare; a slot is killed after
 // the first checkpoint. The survivors' call answers SPERLI_E_RECOVERED,
