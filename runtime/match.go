@@ -218,17 +218,16 @@ func (m *matcher) withdraw(op *recvOp) bool {
 // cancelFrom removes and returns every posted receive and probe that only
 // src can complete (the peer finished and will send nothing more).
 func (m *matcher) cancelFrom(src int) []*recvOp {
+	return m.cancel(func(op *recvOp) bool { return !op.anySrc && op.src == src })
+}
+
+// cancel removes and returns every posted receive and probe that fits.
+func (m *matcher) cancel(fits func(*recvOp) bool) []*recvOp {
 	var out []*recvOp
-	for k, q := range m.posted {
-		if k.src == src {
-			out = append(out, q...)
-			delete(m.posted, k)
-		}
-	}
 	keep := func(q []*recvOp) []*recvOp {
 		kept := q[:0]
 		for _, op := range q {
-			if !op.anySrc && op.src == src {
+			if fits(op) {
 				out = append(out, op)
 			} else {
 				kept = append(kept, op)
@@ -236,6 +235,13 @@ func (m *matcher) cancelFrom(src int) []*recvOp {
 		}
 		clear(q[len(kept):])
 		return kept
+	}
+	for k, q := range m.posted {
+		if q = keep(q); len(q) == 0 {
+			delete(m.posted, k)
+		} else {
+			m.posted[k] = q
+		}
 	}
 	m.wild = keep(m.wild)
 	m.probes = keep(m.probes)
@@ -258,26 +264,5 @@ func (m *matcher) all() []*recvOp {
 // cancelCtx removes and returns every posted receive and probe of
 // communicator ctx (it was revoked).
 func (m *matcher) cancelCtx(ctx uint32) []*recvOp {
-	var out []*recvOp
-	for k, q := range m.posted {
-		if k.ctx == ctx {
-			out = append(out, q...)
-			delete(m.posted, k)
-		}
-	}
-	keep := func(q []*recvOp) []*recvOp {
-		kept := q[:0]
-		for _, op := range q {
-			if op.ctx == ctx {
-				out = append(out, op)
-			} else {
-				kept = append(kept, op)
-			}
-		}
-		clear(q[len(kept):])
-		return kept
-	}
-	m.wild = keep(m.wild)
-	m.probes = keep(m.probes)
-	return out
+	return m.cancel(func(op *recvOp) bool { return op.ctx == ctx })
 }
