@@ -62,9 +62,13 @@ func TestTutorial(t *testing.T) {
 	dur := regexp.MustCompile(`\d+\.\d s\b`)
 	back := regexp.MustCompile(`back in (its program )?\d+ ms`)
 	lost := regexp.MustCompile(`^(sperli: rank \d+ lost: ).*`)
+	// The launcher's own sight of the end (killed by signal 9) or the
+	// ranks' (connection closed), whichever comes first.
+	genLost := regexp.MustCompile(`^(sperli: generation \d+: rank \d+ \(slot \d+ on [^)]*\) lost: ).*?(; slot \d+ on )`)
 	norm := func(s string) string {
 		s = strings.ReplaceAll(s, dir, "/home/me")
 		s = lost.ReplaceAllString(s, "${1}WHY") // who tells a loss first may vary
+		s = genLost.ReplaceAllString(s, "${1}WHY${2}")
 		s = back.ReplaceAllString(s, "back in ${1}N ms")
 		return dur.ReplaceAllString(s, "N s")
 	}
