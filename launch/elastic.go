@@ -168,8 +168,8 @@ func (g *generations) replaced(slot int) bool {
 }
 
 // report takes one report line of slot. For a generation the slot
-// entered it marks the slot's standard output there too and returns the
-// generation, for the stream to mark its standard error; else -1.
+// entered it returns the generation, for the stream to mark the slot's
+// standard error there; else -1.
 func (g *generations) report(slot int, line []byte) int {
 	var r genLine
 	if json.Unmarshal(line, &r) != nil || r.Slot != slot {
@@ -204,9 +204,6 @@ func (g *generations) report(slot int, line []byte) int {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if slot < len(g.procs) && g.procs[slot] != nil {
-		g.procs[slot].stdout.mark(r.Gen)
-	}
 	g.seenLocked(slot, r)
 	return r.Gen
 }

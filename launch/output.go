@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -186,6 +187,7 @@ const (
 	lineError
 	lineWaiting
 	lineGen
+	lineMark // the rank's own "generation g begins" on standard output
 )
 
 // maxWaiting bounds a waiting record.
@@ -233,16 +235,17 @@ func (s *stream) Write(p []byte) (int, error) {
 // classify reads the first bytes of a line until it knows its kind.
 func (s *stream) classify(p []byte) []byte {
 	prefixes := []string{runtime.StatusPrefix, runtime.ErrorPrefix, runtime.WaitingPrefix, runtime.GenPrefix}
+	kinds := []lineKind{lineStatus, lineError, lineWaiting, lineGen}
+	if !s.isErr {
+		prefixes, kinds = []string{runtime.MarkPrefix}, []lineKind{lineMark}
+	}
 	for len(p) > 0 {
 		s.head = append(s.head, p[0])
 		p = p[1:]
-		if !s.isErr {
-			break
-		}
 		maybe := false
 		for k, pre := range prefixes {
 			if string(s.head) == pre {
-				s.kind = []lineKind{lineStatus, lineError, lineWaiting, lineGen}[k]
+				s.kind = kinds[k]
 				s.head = s.head[:0]
 				return p
 			}
@@ -279,7 +282,7 @@ func (s *stream) add(b []byte) {
 		s.record.Write(b)
 	case lineError:
 		s.errs.Write(b)
-	case lineWaiting, lineGen:
+	case lineWaiting, lineGen, lineMark:
 		if len(s.wait)+len(b) <= maxWaiting {
 			s.wait = append(s.wait, b...)
 		}
@@ -305,15 +308,11 @@ func (s *stream) show(b []byte, own bool) {
 	}
 }
 
-// mark puts the line that says the slot entered generation gen in place
-// (protocol.md §12) among the stream's shown lines: what came before it
-// is of an abandoned generation.
-func (s *stream) mark(gen int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.markLocked(gen)
-}
-
+// markLocked puts the line that says the slot entered generation gen
+// (protocol.md §12) among the standard error lines, where the report came:
+// what came before it is of an earlier generation. (Standard output gets
+// its line from the rank itself, runtime.MarkPrefix, in order with its
+// output.)
 func (s *stream) markLocked(gen int) {
 	if !s.wrote {
 		return // nothing of an earlier generation to tell apart
@@ -342,6 +341,11 @@ func (s *stream) endLine() {
 	case lineWaiting:
 		if w, ok := runtime.ParseWaiting(runtime.WaitingPrefix + string(s.wait)); ok && s.o.onWaiting != nil {
 			s.o.onWaiting(s.rank, w)
+		}
+		s.wait = s.wait[:0]
+	case lineMark:
+		if g, err := strconv.Atoi(string(bytes.TrimSpace(s.wait))); err == nil && g >= 0 {
+			s.markLocked(g)
 		}
 		s.wait = s.wait[:0]
 	case lineGen:

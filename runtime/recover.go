@@ -427,6 +427,12 @@ type genReport struct {
 // GenPrefix starts a generation report line (protocol.md §12).
 const GenPrefix = "\x1esperli-gen "
 
+// MarkPrefix starts the line a launched rank writes on its standard output
+// when it runs its program again in generation g (the number follows):
+// the launcher shows "--- generation g ---" there, if the slot wrote
+// anything before.
+const MarkPrefix = "\x1esperli-mark "
+
 func (r *recovery) report(kind, msg string, lost ...int) {
 	if !r.job.Launched {
 		return
@@ -534,7 +540,7 @@ func Run(ctx context.Context, j *Job, fn func(context.Context, *Comm) error) (*C
 			}
 			return c, err
 		}
-		if c, err = rec.await(ctx, c); err != nil {
+		if c, err = c.Next(ctx); err != nil {
 			return c, err
 		}
 	}
@@ -559,7 +565,16 @@ var ErrSpareDone = errSpareDone
 // job finished without it, it returns ErrSpareDone; when the job ended,
 // its error.
 func (c *Comm) Next(ctx context.Context) (*Comm, error) {
-	return c.links.rec.await(ctx, c)
+	ran := c.rank >= 0
+	nc, err := c.links.rec.await(ctx, c)
+	if err == nil && ran && c.job.Launched {
+		// The program's output of c's generation is abandoned: the line
+		// that says so goes on its standard output, in order with it
+		// (the launcher could place it only by the report on standard
+		// error, which races the other pipe).
+		fmt.Fprintf(os.Stdout, "%s%d\n", MarkPrefix, nc.inc)
+	}
+	return nc, err
 }
 
 // Generation is the generation of the job this communicator belongs to
