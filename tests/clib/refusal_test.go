@@ -30,6 +30,7 @@ import (
 	"sperli/launch"
 	"sperli/pki"
 	"sperli/runtime"
+	"sperli/tests/internal/testbin"
 	"sperli/wire"
 )
 
@@ -431,6 +432,9 @@ func TestCDialerRefused(t *testing.T) {
 			bad := j.describe(0)
 			tm.tamper(t, j, bad)
 			startC(t, ctx, bad, nil).wait(t, tm.want, 1)
+			// The refusal is logged by rank 1's handshake goroutine, which
+			// may still be at it when the refused C rank has ended.
+			testbin.Poll(ctx, 5*time.Millisecond, func() bool { return loggedRefusal(j.logs.String(), tm.want) })
 			if !loggedRefusal(j.logs.String(), tm.want) {
 				t.Errorf("rank 1 did not log the refusal %v; log:\n%s", tm.want, j.logs)
 			}
