@@ -30,8 +30,11 @@
 //
 // # The host list
 //
-// One host a line, optionally followed by blanks and a port: "node1",
-// "node2 47001". Blanks are spaces, tabs, and a carriage return at the end of
+// One host a line, optionally followed by blanks and a port, and by the
+// number of ranks the line takes: "node1", "node2 47001", "node3 slots=8"
+// (Open MPI's form) or "node3:8" (MPICH's), 1..MaxSlots. Expand turns the
+// lines into one entry per slot, filled line by line or, for --map-by
+// node, round-robin; the k-th slot of a line with port P listens at P+k. Blanks are spaces, tabs, and a carriage return at the end of
 // a line (CRLF files read the same). Surrounding blanks are trimmed and blank
 // lines are skipped. A '#' that begins a field starts a comment running to
 // the end of the line, so both "# rack 3" and "node1 47001 # rack 3" are
@@ -46,9 +49,9 @@
 // so it cannot be read as an ssh option. A name whose labels are all numbers
 // (decimal or 0x hex) must be a valid IPv4 address: "127.1" and "2130706433"
 // are refused as malformed, since resolvers would read them as addresses
-// that IsLocal and the certificates would not recognise. A name with ':' must
-// be an IPv6 address; "node1:47001" is an error that says to put the port
-// after a blank. The host is kept as written (case and trailing dot); a port
+// that IsLocal and the certificates would not recognise. A name with one
+// ':' is HOST:SLOTS; "node1:47001" is an error that says to put a port
+// after a blank. A name with more is an IPv6 address. The host is kept as written (case and trailing dot); a port
 // is a decimal number 1..65535. Parse does not reject repeated hosts: several
 // ranks may share a host.
 //

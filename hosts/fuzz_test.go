@@ -10,6 +10,7 @@ import (
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("node1\nnode2 47001\n"))
+	f.Add([]byte("node1 slots=8\nnode2:4 47001\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		lines, err := Parse("f", strings.NewReader(string(data)))
 		if err != nil {
@@ -25,7 +26,7 @@ func FuzzParse(f *testing.F) {
 		var text strings.Builder
 		last := 0
 		for _, l := range lines {
-			if msg := checkHost(l.Host); msg != "" || l.Port < 0 || l.Port > 65535 || l.Line <= last {
+			if msg := checkHost(l.Host); msg != "" || l.Port < 0 || l.Port > 65535 || l.Slots < 0 || l.Slots > MaxSlots || l.Port != 0 && l.Port+max(l.Slots, 1)-1 > 65535 || l.Line <= last {
 				t.Fatalf("Parse(%q) gave %#v (%s)", data, l, msg)
 			}
 			last = l.Line
@@ -45,7 +46,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) = %v, %v, want %v", text.String(), again, err, lines)
 		}
 		for i, l := range again {
-			if l.Host != lines[i].Host || l.Port != lines[i].Port || l.Line != i+1 {
+			if l.Host != lines[i].Host || l.Port != lines[i].Port || l.Slots != lines[i].Slots || l.Line != i+1 {
 				t.Fatalf("Parse(%q)[%d] = %v, want %v at line %d", text.String(), i, l, lines[i], i+1)
 			}
 		}

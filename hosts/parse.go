@@ -14,18 +14,36 @@ import (
 
 // Line is one host of a host list.
 type Line struct {
-	Host string // as written in the file, case and trailing dot kept
-	Port int    // 1..65535, or 0 when the line gives no port
-	Line int    // 1-based line number in the file, or 0 when there is no file
+	Host  string // as written in the file, case and trailing dot kept
+	Port  int    // 1..65535, or 0 when the line gives no port
+	Line  int    // 1-based line number in the file, or 0 when there is no file
+	Slots int    // the ranks the line takes, 1..MaxSlots; 0 when it does not say (one)
 }
 
-// String returns the line as it would be written in a host list: "node1" or
-// "node2 47001". Parse reads it back to the same Host and Port.
+// MaxSlots is the most slots one host line can take: the most ranks a job
+// has (runtime.MaxSize).
+const MaxSlots = 4096
+
+// String returns the line as it would be written in a host list: "node1",
+// "node2 47001" or "node3 slots=8". Parse reads it back to the same Host,
+// Port and Slots.
 func (l Line) String() string {
-	if l.Port == 0 {
-		return l.Host
+	s := l.Host
+	if l.Port != 0 {
+		s += " " + strconv.Itoa(l.Port)
 	}
-	return l.Host + " " + strconv.Itoa(l.Port)
+	if l.Slots != 0 {
+		s += " slots=" + strconv.Itoa(l.Slots)
+	}
+	return s
+}
+
+// slots returns the number of ranks the line takes.
+func (l Line) slots() int {
+	if l.Slots == 0 {
+		return 1
+	}
+	return l.Slots
 }
 
 // ParseError is a malformed line of a host list or deny list. The launcher
@@ -57,22 +75,11 @@ const maxLine = 64 << 10
 func Parse(name string, r io.Reader) ([]Line, error) {
 	var out []Line
 	err := eachLine(name, r, func(n int, fields []string) error {
-		switch len(fields) {
-		case 1, 2:
-		default:
-			return &ParseError{name, n, fmt.Sprintf("%d fields, want host [port]", len(fields))}
-		}
-		if msg := checkHost(fields[0]); msg != "" {
+		l, msg := parseLine(fields)
+		if msg != "" {
 			return &ParseError{name, n, msg}
 		}
-		l := Line{Host: fields[0], Line: n}
-		if len(fields) == 2 {
-			p, ok := parsePort(fields[1])
-			if !ok {
-				return &ParseError{name, n, fmt.Sprintf("port %q is not a number 1..65535", fields[1])}
-			}
-			l.Port = p
-		}
+		l.Line = n
 		out = append(out, l)
 		return nil
 	})
@@ -80,6 +87,109 @@ func Parse(name string, r io.Reader) ([]Line, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// parseLine reads the fields of one line, "host [port] [slots=N]" or
+// "host:N [port]", or says what is wrong with them.
+func parseLine(fields []string) (Line, string) {
+	var l Line
+	if len(fields) > 3 {
+		return l, fmt.Sprintf("%d fields, want host [port] [slots=N]", len(fields))
+	}
+	host := fields[0]
+	if h, n, ok := strings.Cut(host, ":"); ok && !strings.Contains(n, ":") && h != "" && n != "" {
+		// MPICH's "node1:8". An IPv6 address has two colons at least.
+		if msg := checkHost(h); msg != "" {
+			return l, msg
+		}
+		slots, ok := parseSlots(n)
+		if !ok {
+			return l, fmt.Sprintf("%q: slots %q is not a number 1..%d (a port goes after a blank: \"%s %s\")", host, n, MaxSlots, h, n)
+		}
+		host, l.Slots = h, slots
+	} else if msg := checkHost(host); msg != "" {
+		return l, msg
+	}
+	l.Host = host
+	for i, f := range fields[1:] {
+		if v, ok := strings.CutPrefix(f, "slots="); ok {
+			if l.Slots != 0 {
+				return l, fmt.Sprintf("slots given twice (%q and %q)", fields[0], f)
+			}
+			if l.Slots, ok = parseSlots(v); !ok {
+				return l, fmt.Sprintf("slots %q is not a number 1..%d", v, MaxSlots)
+			}
+			continue
+		}
+		if i > 0 || strings.Contains(f, "=") {
+			if k, _, ok := strings.Cut(f, "="); ok {
+				return l, fmt.Sprintf("%q: unknown key %q, want slots=N", f, k)
+			}
+			return l, fmt.Sprintf("field %q: want host [port] [slots=N]", f)
+		}
+		p, ok := parsePort(f)
+		if !ok {
+			return l, fmt.Sprintf("port %q is not a number 1..65535", f)
+		}
+		l.Port = p
+	}
+	if l.Port != 0 && l.Port+l.slots()-1 > 65535 {
+		return l, fmt.Sprintf("port %d and %d slots: the ports %d..%d go past 65535", l.Port, l.slots(), l.Port, l.Port+l.slots()-1)
+	}
+	return l, ""
+}
+
+// parseSlots accepts a decimal number 1..MaxSlots: no sign, no 0x.
+func parseSlots(s string) (int, bool) {
+	if s == "" || len(s) > 4 || s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, _ := strconv.Atoi(s)
+	return n, n >= 1 && n <= MaxSlots
+}
+
+// Expand returns the slots of lines in the order ranks take them, at most
+// max of them (SPEC §3): a line of k slots gives k entries of its host and
+// line number, each with Slots 0 and, when the line has a port P, ports P,
+// P+1, …, P+k-1. By default a line's slots are all taken before the next
+// line's; byNode deals them round-robin instead (Open MPI's --map-by node):
+// the first slot of every line, then the second of every line that has
+// one, and so on.
+func Expand(lines []Line, byNode bool, max int) []Line {
+	var out []Line
+	slot := func(l Line, k int) Line {
+		e := Line{Host: l.Host, Line: l.Line}
+		if l.Port != 0 {
+			e.Port = l.Port + k
+		}
+		return e
+	}
+	if !byNode {
+		for _, l := range lines {
+			for k := 0; k < l.slots() && len(out) < max; k++ {
+				out = append(out, slot(l, k))
+			}
+		}
+		return out
+	}
+	for k := 0; k < MaxSlots && len(out) < max; k++ {
+		took := false
+		for _, l := range lines {
+			if k < l.slots() && len(out) < max {
+				out = append(out, slot(l, k))
+				took = true
+			}
+		}
+		if !took {
+			break
+		}
+	}
+	return out
 }
 
 // ReadFile reads the host list at path with Parse; errors name path. A file

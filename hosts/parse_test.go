@@ -20,18 +20,20 @@ func TestParse(t *testing.T) {
 	}{
 		{"", nil},
 		{"\n\n   \n# only comments\n\t# indented\n", nil},
-		{"node1\nnode2 47001\n", []Line{{"node1", 0, 1}, {"node2", 47001, 2}}},
-		{"node1", []Line{{"node1", 0, 1}}},
-		{"# head\n\n  node1  \n\tnode2\t47001\t\n", []Line{{"node1", 0, 3}, {"node2", 47001, 4}}},
-		{"node1\r\nnode2 2\r\n", []Line{{"node1", 0, 1}, {"node2", 2, 2}}},
-		{"node1 # rack 3\nnode2 47001 #x\n#\n", []Line{{"node1", 0, 1}, {"node2", 47001, 2}}},
-		{"node1 #47001", []Line{{"node1", 0, 1}}},
-		{"a 1\nb 65535\nc 00080\n", []Line{{"a", 1, 1}, {"b", 65535, 2}, {"c", 80, 3}}},
-		{"localhost\nLocalHost.\n127.0.0.1\n127.3.4.5 9\n", []Line{{"localhost", 0, 1}, {"LocalHost.", 0, 2}, {"127.0.0.1", 0, 3}, {"127.3.4.5", 9, 4}}},
-		{"::1\nfe80::1\n2001:DB8::1 47000\n::ffff:10.0.0.1\n", []Line{{"::1", 0, 1}, {"fe80::1", 0, 2}, {"2001:DB8::1", 47000, 3}, {"::ffff:10.0.0.1", 0, 4}}},
-		{"Node1.Example.COM.\na-b.c-d\nx\n1.2.3.com\n0xg\ndeadbeef\n", []Line{{"Node1.Example.COM.", 0, 1}, {"a-b.c-d", 0, 2}, {"x", 0, 3}, {"1.2.3.com", 0, 4}, {"0xg", 0, 5}, {"deadbeef", 0, 6}}},
-		{label63 + "\n" + name253 + "\n" + name253 + ".\n", []Line{{label63, 0, 1}, {name253, 0, 2}, {name253 + ".", 0, 3}}},
-		{"node1\nnode1\n", []Line{{"node1", 0, 1}, {"node1", 0, 2}}},
+		{"node1\nnode2 47001\n", []Line{{"node1", 0, 1, 0}, {"node2", 47001, 2, 0}}},
+		{"node1", []Line{{"node1", 0, 1, 0}}},
+		{"# head\n\n  node1  \n\tnode2\t47001\t\n", []Line{{"node1", 0, 3, 0}, {"node2", 47001, 4, 0}}},
+		{"node1\r\nnode2 2\r\n", []Line{{"node1", 0, 1, 0}, {"node2", 2, 2, 0}}},
+		{"node1 # rack 3\nnode2 47001 #x\n#\n", []Line{{"node1", 0, 1, 0}, {"node2", 47001, 2, 0}}},
+		{"node1 #47001", []Line{{"node1", 0, 1, 0}}},
+		{"a 1\nb 65535\nc 00080\n", []Line{{"a", 1, 1, 0}, {"b", 65535, 2, 0}, {"c", 80, 3, 0}}},
+		{"localhost\nLocalHost.\n127.0.0.1\n127.3.4.5 9\n", []Line{{"localhost", 0, 1, 0}, {"LocalHost.", 0, 2, 0}, {"127.0.0.1", 0, 3, 0}, {"127.3.4.5", 9, 4, 0}}},
+		{"::1\nfe80::1\n2001:DB8::1 47000\n::ffff:10.0.0.1\n", []Line{{"::1", 0, 1, 0}, {"fe80::1", 0, 2, 0}, {"2001:DB8::1", 47000, 3, 0}, {"::ffff:10.0.0.1", 0, 4, 0}}},
+		{"Node1.Example.COM.\na-b.c-d\nx\n1.2.3.com\n0xg\ndeadbeef\n", []Line{{"Node1.Example.COM.", 0, 1, 0}, {"a-b.c-d", 0, 2, 0}, {"x", 0, 3, 0}, {"1.2.3.com", 0, 4, 0}, {"0xg", 0, 5, 0}, {"deadbeef", 0, 6, 0}}},
+		{label63 + "\n" + name253 + "\n" + name253 + ".\n", []Line{{label63, 0, 1, 0}, {name253, 0, 2, 0}, {name253 + ".", 0, 3, 0}}},
+		{"node1\nnode1\n", []Line{{"node1", 0, 1, 0}, {"node1", 0, 2, 0}}},
+		{"node1 slots=8\nnode2:4\nnode3 47001 slots=2 # two\nlocalhost slots=4096\n", []Line{{"node1", 0, 1, 8}, {"node2", 0, 2, 4}, {"node3", 47001, 3, 2}, {"localhost", 0, 4, 4096}}},
+		{"127.0.0.1:3\n::1 slots=2\nnode 65534 slots=2\n", []Line{{"127.0.0.1", 0, 1, 3}, {"::1", 0, 2, 2}, {"node", 65534, 3, 2}}},
 	}
 	for _, tt := range tests {
 		got, err := Parse("hosts.txt", strings.NewReader(tt.in))
@@ -48,8 +50,20 @@ func TestParseErrors(t *testing.T) {
 		in, want string
 	}{
 		{"node1 x", `hosts.txt:1: port "x" is not a number 1..65535`},
-		{"a\nb\nc 1 2\n", "hosts.txt:3: 3 fields, want host [port]"},
-		{"a\n\n# c\nb 1 2 3 # four\n", "hosts.txt:4: 4 fields, want host [port]"},
+		{"a\nb\nc 1 2\n", `hosts.txt:3: field "2": want host [port] [slots=N]`},
+		{"a\n\n# c\nb 1 2 3 # four\n", "hosts.txt:4: 4 fields, want host [port] [slots=N]"},
+		{"node slots=0", `hosts.txt:1: slots "0" is not a number 1..4096`},
+		{"node slots=4097", `hosts.txt:1: slots "4097" is not a number 1..4096`},
+		{"node slots=", `hosts.txt:1: slots "" is not a number 1..4096`},
+		{"node slots=08", `hosts.txt:1: slots "08" is not a number 1..4096`},
+		{"node slots=-1", `hosts.txt:1: slots "-1" is not a number 1..4096`},
+		{"node slots=2 slots=3", `hosts.txt:1: slots given twice ("node" and "slots=3")`},
+		{"node:2 slots=3", `hosts.txt:1: slots given twice ("node:2" and "slots=3")`},
+		{"node max_slots=3", `hosts.txt:1: "max_slots=3": unknown key "max_slots", want slots=N`},
+		{"node slots=2 47001", `hosts.txt:1: field "47001": want host [port] [slots=N]`},
+		{"node 65535 slots=2", "hosts.txt:1: port 65535 and 2 slots: the ports 65535..65536 go past 65535"},
+		{"node:x", `hosts.txt:1: "node:x": slots "x" is not a number 1..4096 (a port goes after a blank: "node x")`},
+		{"bad_host:2", `hosts.txt:1: host "bad_host" has character '_', want letters, digits, '-', '.' or ':'`},
 		{"a\nb\nc\nnode 0\n", `hosts.txt:4: port "0" is not a number 1..65535`},
 		{"node 65536", `hosts.txt:1: port "65536" is not a number 1..65535`},
 		{"node -1", `hosts.txt:1: port "-1" is not a number 1..65535`},
@@ -83,7 +97,7 @@ func TestParseErrors(t *testing.T) {
 		{"127.000.0.1", `hosts.txt:1: host "127.000.0.1" is not a valid IPv4 address`},
 		{"256.0.0.1", `hosts.txt:1: host "256.0.0.1" is not a valid IPv4 address`},
 		{"127.0.0.1.", `hosts.txt:1: host "127.0.0.1." is not a valid IPv4 address`},
-		{"node1:47001", `hosts.txt:1: host "node1:47001" is not a valid IPv6 address (a port goes after a blank: "node1 47001")`},
+		{"node1:47001", `hosts.txt:1: "node1:47001": slots "47001" is not a number 1..4096 (a port goes after a blank: "node1 47001")`},
 		{"1:2:3", `hosts.txt:1: host "1:2:3" is not a valid IPv6 address`},
 		{"::1.", `hosts.txt:1: host "::1." is not a valid IPv6 address`},
 		{"::ffff:1.2.3", `hosts.txt:1: host "::ffff:1.2.3" is not a valid IPv6 address`},
@@ -95,6 +109,33 @@ func TestParseErrors(t *testing.T) {
 		if !errors.As(err, &pe) || err.Error() != tt.want || got != nil {
 			t.Errorf("Parse(%.40q) = %v, %v, want nil, %v", tt.in, got, err, tt.want)
 		}
+	}
+}
+
+func TestExpand(t *testing.T) {
+	lines, err := Parse("h", strings.NewReader("a slots=3\nb 47001 slots=2\nc\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		byNode bool
+		max    int
+		want   []Line
+	}{
+		{false, 100, []Line{{"a", 0, 1, 0}, {"a", 0, 1, 0}, {"a", 0, 1, 0}, {"b", 47001, 2, 0}, {"b", 47002, 2, 0}, {"c", 0, 3, 0}}},
+		{false, 4, []Line{{"a", 0, 1, 0}, {"a", 0, 1, 0}, {"a", 0, 1, 0}, {"b", 47001, 2, 0}}},
+		{true, 100, []Line{{"a", 0, 1, 0}, {"b", 47001, 2, 0}, {"c", 0, 3, 0}, {"a", 0, 1, 0}, {"b", 47002, 2, 0}, {"a", 0, 1, 0}}},
+		{true, 2, []Line{{"a", 0, 1, 0}, {"b", 47001, 2, 0}}},
+		{true, 0, nil},
+	} {
+		if got := Expand(lines, tt.byNode, tt.max); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Expand(byNode %v, max %d) = %v, want %v", tt.byNode, tt.max, got, tt.want)
+		}
+	}
+	// A huge line allocates no more than max.
+	big := []Line{{"a", 0, 1, MaxSlots}, {"b", 0, 2, MaxSlots}}
+	if got := Expand(big, true, 5); len(got) != 5 {
+		t.Errorf("Expand(2 x %d slots, max 5) gave %d slots", MaxSlots, len(got))
 	}
 }
 
@@ -124,7 +165,7 @@ func TestReadFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := ReadFile(good)
-	want := []Line{{"node1", 0, 1}, {"node2", 47001, 2}}
+	want := []Line{{"node1", 0, 1, 0}, {"node2", 47001, 2, 0}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("ReadFile(%v) = %v, %v, want %v, nil", good, got, err, want)
 	}
@@ -143,9 +184,9 @@ func TestLineString(t *testing.T) {
 		l    Line
 		want string
 	}{
-		{Line{"node1", 0, 1}, "node1"},
-		{Line{"node2", 47001, 2}, "node2 47001"},
-		{Line{"::1", 9, 0}, "::1 9"},
+		{Line{"node1", 0, 1, 0}, "node1"},
+		{Line{"node2", 47001, 2, 0}, "node2 47001"},
+		{Line{"::1", 9, 0, 0}, "::1 9"},
 	}
 	for _, tt := range tests {
 		if got := tt.l.String(); got != tt.want {
@@ -161,8 +202,8 @@ func TestLocal(t *testing.T) {
 	}{
 		{-1, nil},
 		{0, nil},
-		{1, []Line{{"127.0.0.1", 0, 0}}},
-		{3, []Line{{"127.0.0.1", 0, 0}, {"127.0.0.1", 0, 0}, {"127.0.0.1", 0, 0}}},
+		{1, []Line{{"127.0.0.1", 0, 0, 0}}},
+		{3, []Line{{"127.0.0.1", 0, 0, 0}, {"127.0.0.1", 0, 0, 0}, {"127.0.0.1", 0, 0, 0}}},
 	}
 	for _, tt := range tests {
 		if got := Local(tt.n); !reflect.DeepEqual(got, tt.want) {

@@ -97,10 +97,10 @@ func TestCheck(t *testing.T) {
 		// For -n 2 the third line is unused; it is refused all the same.
 		{"unused trailing line", "h", parse("node1\nnode2\n\nw.deny.example 9\n"), "H1614: host w.deny.example refused (listed in --deny-hosts) at h:4"},
 		{"local", "", Local(3), ""},
-		{"no file", "", []Line{{"node1", 0, 0}, {"host-a.invalid", 0, 0}}, "H1614: host host-a.invalid refused (reserved name)"},
-		{"numbered, no file", "", []Line{{"host-a.invalid", 0, 7}}, "H1614: host host-a.invalid refused (reserved name) at line 7"},
-		{"hostile", "job", []Line{{"x.host-a.invalid\n; rm", 0, 0}}, ""},
-		{"hostile refused", "job", []Line{{"bad.example\n", 0, 2}}, `H1614: host "bad.example\n" refused (listed in SPERLI_REFUSED_HOSTS) at job:2`},
+		{"no file", "", []Line{{"node1", 0, 0, 0}, {"host-a.invalid", 0, 0, 0}}, "H1614: host host-a.invalid refused (reserved name)"},
+		{"numbered, no file", "", []Line{{"host-a.invalid", 0, 7, 0}}, "H1614: host host-a.invalid refused (reserved name) at line 7"},
+		{"hostile", "job", []Line{{"x.host-a.invalid\n; rm", 0, 0, 0}}, ""},
+		{"hostile refused", "job", []Line{{"bad.example\n", 0, 2, 0}}, `H1614: host "bad.example\n" refused (listed in SPERLI_REFUSED_HOSTS) at job:2`},
 	}
 	for _, tt := range tests {
 		err := r.Check(tt.file, tt.lines)

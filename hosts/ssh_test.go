@@ -145,10 +145,10 @@ func TestRankPort(t *testing.T) {
 		rank int
 		want int
 	}{
-		{Line{"node1", 0, 1}, 0, 21400},
-		{Line{"node1", 0, 1}, 3, 21403},
-		{Line{"node2", 47100, 2}, 1, 47100},
-		{Line{"127.0.0.1", 0, 0}, 7, 21407},
+		{Line{"node1", 0, 1, 0}, 0, 21400},
+		{Line{"node1", 0, 1, 0}, 3, 21403},
+		{Line{"node2", 47100, 2, 0}, 1, 47100},
+		{Line{"127.0.0.1", 0, 0, 0}, 7, 21407},
 	}
 	for _, tt := range tests {
 		if got := RankPort(tt.l, tt.rank); got != tt.want {

@@ -15,6 +15,7 @@ import (
 type MakeOptions struct {
 	N             int
 	HostsFile     string
+	MapBy         string // --map-by: "slot" ("" too) or "node"
 	DenyFile      string
 	CheckpointDir string
 	SilenceMS     int
@@ -41,11 +42,15 @@ func MakeJob(o MakeOptions) ([]string, error) {
 	if o.SilenceMS != 0 && (o.SilenceMS < runtime.MinSilenceMS || o.SilenceMS > runtime.MaxSilenceMS) {
 		return nil, usage("job make: --silence %d: want %d to %d ms", o.SilenceMS, runtime.MinSilenceMS, runtime.MaxSilenceMS)
 	}
-	if o.Spares < 0 || o.Spares > runtime.MaxSize-o.N {
-		return nil, usage("job make: --spares %d: want 0 to %d", o.Spares, runtime.MaxSize-o.N)
+	if err := checkSize("job make: ", o.N, o.Spares); err != nil {
+		return nil, err
+	}
+	byNode, err := checkMapBy(o.MapBy)
+	if err != nil {
+		return nil, err
 	}
 	slots := o.N + o.Spares
-	pl, err := Place(slots, o.HostsFile, o.DenyFile)
+	pl, err := Place(slots, o.HostsFile, o.DenyFile, byNode)
 	if err != nil {
 		return nil, err
 	}

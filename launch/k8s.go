@@ -51,11 +51,8 @@ func MakeKube(o MakeOptions, k KubeOptions) (string, error) {
 	if k.Program == "" {
 		return "", usage("job make --kubernetes: PROGRAM is required (its path in the image)")
 	}
-	if o.N < 1 || o.N > runtime.MaxSize {
-		return "", usage("-n %d: want 1 to %d ranks", o.N, runtime.MaxSize)
-	}
-	if k.Spares < 0 || k.Spares > runtime.MaxSize-o.N {
-		return "", usage("job make --kubernetes: --spares %d: want 0 to %d", k.Spares, runtime.MaxSize-o.N)
+	if err := checkSize("job make --kubernetes: ", o.N, k.Spares); err != nil {
+		return "", err
 	}
 	if o.Expires < 0 {
 		return "", usage("job make: --expires %v: want a positive duration", o.Expires)
