@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -23,7 +24,9 @@ const maxSpinUS = int64(time.Second / time.Microsecond)
 // preflight checks, before anything starts, what can be checked on this
 // machine (SPEC §2): the program (a .star file, or an executable file,
 // not a directory), the --wdir directory when a rank runs here, and the
-// environment variables the ranks read. A failure is a usage error.
+// environment variables the ranks read, the --modules directories, and a
+// .star program compiled with the modules it loads (o.CheckStar). A
+// failure is a usage error.
 func preflight(o Options, lines []lineInfo, star bool) error {
 	if err := CheckProgram(o.Program, star); err != nil {
 		return err
@@ -37,6 +40,33 @@ func preflight(o Options, lines []lineInfo, star bool) error {
 			return usage("--wdir %s: %v", o.Wdir, unwrapPath(err))
 		case !fi.IsDir():
 			return usage("--wdir %s: not a directory", o.Wdir)
+		}
+	}
+	var modules []string
+	for _, d := range strings.Split(o.Modules, ":") {
+		if d == "" {
+			continue
+		}
+		if !filepath.IsAbs(d) && o.Wdir != "" {
+			d = filepath.Join(o.Wdir, d) // the ranks run in --wdir
+		}
+		modules = append(modules, d)
+		if !anyLocal(lines) {
+			continue
+		}
+		fi, err := os.Stat(d)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return usage("--modules %s: no such directory", d)
+		case err != nil:
+			return usage("--modules %s: %v", d, unwrapPath(err))
+		case !fi.IsDir():
+			return usage("--modules %s: not a directory", d)
+		}
+	}
+	if star && o.CheckStar != nil {
+		if err := o.CheckStar(o.Program, modules); err != nil {
+			return usage("%v", err)
 		}
 	}
 	if v, ok := os.LookupEnv(SpinEnv); ok && v != "" {

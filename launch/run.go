@@ -29,6 +29,7 @@ import (
 type Options struct {
 	N             int      // ranks (-n)
 	HostsFile     string   // --hosts; "" runs every rank on 127.0.0.1
+	MapBy         string   // --map-by: "slot" ("" too) or "node" (checkMapBy)
 	DenyFile      string   // --deny-hosts
 	SilenceMS     int      // --silence; 0 is the default 5000
 	Modules       string   // --modules D:D
@@ -41,6 +42,11 @@ type Options struct {
 	Args          []string // the program's arguments
 	Self          string   // the sperli binary for `sperli rank`; "" is os.Executable
 	JoinMS        int      // the join window; 0 is the default 30 s
+
+	// CheckStar, when not nil, compiles a .star program and the modules it
+	// loads (starlib.Check) before any rank starts: an error is the one
+	// message of a usage error (exit 2), not one per rank.
+	CheckStar func(program string, modules []string) error
 
 	Live      bool          // --live: each line as it comes
 	OutputDir string        // --output-dir: DIR/rank-i.out and rank-i.err instead
@@ -83,15 +89,43 @@ type Placement struct {
 	Lines []hosts.Line
 }
 
-// Place reads and checks the host list for n ranks (SPEC §3, §4.4): a
-// malformed line, too few lines, or a refused name on any line, and
-// nothing starts.
-func Place(n int, hostsFile, denyFile string) (*Placement, error) {
+// checkSize says what is wrong with -n and --spares, before anything else
+// is looked at.
+func checkSize(prefix string, n, spares int) error {
+	switch {
+	case n < 1:
+		return usage("%s-n %d: want at least 1 rank", prefix, n)
+	case n > runtime.MaxSize:
+		return usage("%s-n %d: want at most %d ranks", prefix, n, runtime.MaxSize)
+	case spares < 0 || spares > runtime.MaxSize-n:
+		return usage("%s--spares %d: want 0 to %d (at most %d slots: ranks and spares)", prefix, spares, runtime.MaxSize-n, runtime.MaxSize)
+	}
+	return nil
+}
+
+// MapBy is how ranks are dealt to the slots of the host lines (SPEC §3):
+// "slot" (the default, "" too) fills a line's slots before the next line,
+// "node" deals them round-robin over the lines.
+func checkMapBy(m string) (byNode bool, err error) {
+	switch m {
+	case "", "slot":
+		return false, nil
+	case "node":
+		return true, nil
+	}
+	return false, usage("--map-by %q: want slot or node", m)
+}
+
+// Place reads and checks the host list for n slots (SPEC §3, §4.4): a
+// malformed line, too few slots, or a refused name on any line, and
+// nothing starts. The placement holds one line per slot (hosts.Expand),
+// the lines after the n-th being the unused ones a restart moves to.
+func Place(n int, hostsFile, denyFile string, byNode bool) (*Placement, error) {
 	if n < 1 {
 		return nil, usage("-n %d: want at least 1 rank", n)
 	}
 	if n > runtime.MaxSize {
-		return nil, usage("-n %d: at most %d ranks", n, runtime.MaxSize)
+		return nil, usage("-n %d: want at most %d ranks", n, runtime.MaxSize)
 	}
 	var deny []string
 	if denyFile != "" {
@@ -114,8 +148,13 @@ func Place(n int, hostsFile, denyFile string) (*Placement, error) {
 	if err := hosts.NewRefuser(os.Getenv(hosts.EnvRefused), deny).Check(hostsFile, pl.Lines); err != nil {
 		return nil, err
 	}
+	raw := len(pl.Lines)
+	pl.Lines = hosts.Expand(pl.Lines, byNode, 2*runtime.MaxSize)
 	if len(pl.Lines) < n {
-		return nil, usage("%s: %d host lines, want at least %d (one per rank)", hostsFile, len(pl.Lines), n)
+		if len(pl.Lines) == raw {
+			return nil, usage("%s: %d host lines, want at least %d (one per rank, or slots=N on a line)", hostsFile, raw, n)
+		}
+		return nil, usage("%s: %d slots in all, want at least %d (one per rank)", hostsFile, len(pl.Lines), n)
 	}
 	return pl, nil
 }
@@ -280,10 +319,13 @@ func (l *launcher) run(ctx context.Context) int {
 			l.say("%v", err)
 			return ExitCode(err)
 		}
-	} else if o.Spares < 0 || o.Spares > runtime.MaxSize-o.N {
-		l.say("--spares %d: want 0 to %d", o.Spares, runtime.MaxSize-o.N)
+	} else if err := checkSize("", o.N, o.Spares); err != nil {
+		l.say("%v", err)
 		return 2
-	} else if pl, err = Place(o.N+o.Spares, o.HostsFile, o.DenyFile); err != nil {
+	} else if byNode, err := checkMapBy(o.MapBy); err != nil {
+		l.say("%v", err)
+		return 2
+	} else if pl, err = Place(o.N+o.Spares, o.HostsFile, o.DenyFile, byNode); err != nil {
 		l.say("%v", err)
 		return ExitCode(err)
 	}
@@ -657,6 +699,7 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		timeout = t.C
 	}
 	interrupted := false
+	code := runtime.ExitFail // of an interrupted job: 128 + the signal's number for a signal
 	for pending > 0 {
 		select {
 		case p := <-endedCh:
@@ -686,6 +729,9 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		case s := <-sigs:
 			if !interrupted {
 				l.say("%v: ending every rank", s)
+				if n, ok := s.(syscall.Signal); ok {
+					code = 128 + int(n)
+				}
 				if time.Since(l.started) > time.Second {
 					l.reportWaiting(procs, endedCh, &pending)
 				}
@@ -698,7 +744,7 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		}
 	}
 	if interrupted {
-		return 1, procs, true
+		return code, procs, true
 	}
 	return l.outcome(procs), procs, false
 }

@@ -132,6 +132,9 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 				}
 				o.N = np
 			}
+			if cmd.Flags().Changed("timeout") && o.Timeout <= 0 {
+				return usageErr(cmd, "--timeout %v: want a positive duration (90s, 10m); leave it out for no timeout", o.Timeout)
+			}
 			env, err := launch.ParseExports(exports)
 			if err != nil {
 				return usageErr(cmd, "%v", err)
@@ -145,6 +148,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 			}
 			o.Stdout, o.Stderr = os.Stdout, os.Stderr
 			o.Color = launch.UseColor(os.Stdout)
+			o.CheckStar = starlib.Check
 			if code := launch.Run(context.Background(), o); code != 0 {
 				return &exitError{code}
 			}
@@ -154,7 +158,8 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f := cmd.Flags()
 	f.SetInterspersed(false)
 	f.IntVarP(&o.N, "n", "n", 0, "number of ranks")
-	f.StringVar(&o.HostsFile, "hosts", "", "host list: one host a line, optionally a port")
+	f.StringVar(&o.HostsFile, "hosts", "", "host list: one host a line, optionally a port and slots=N (or HOST:N)")
+	f.StringVar(&o.MapBy, "map-by", "slot", "slot: fill a host line's slots before the next line; node: deal ranks round-robin over the lines")
 	f.StringVar(&o.DenyFile, "deny-hosts", "", "more refused host names, one a line")
 	f.IntVar(&o.SilenceMS, "silence", runtime.DefaultSilenceMS, "silence limit in ms before a peer is declared lost")
 	f.StringVar(&o.Modules, "modules", "", "load path for Starlark modules, directories separated by ':'")
@@ -184,6 +189,10 @@ func usageErr(cmd *cobra.Command, format string, args ...any) error {
 // runAlone runs a .star file on this machine, with no job.
 func runAlone(o launch.Options) error {
 	if err := launch.CheckProgram(o.Program, true); err != nil {
+		fmt.Fprintf(os.Stderr, "sperli: %v\n", err)
+		return &exitError{2}
+	}
+	if err := starlib.Check(o.Program, splitModules(o.Modules)); err != nil {
 		fmt.Fprintf(os.Stderr, "sperli: %v\n", err)
 		return &exitError{2}
 	}
@@ -308,7 +317,8 @@ func newJob() *cobra.Command {
 	}
 	f := mk.Flags()
 	f.IntVarP(&o.N, "n", "n", 0, "number of ranks")
-	f.StringVar(&o.HostsFile, "hosts", "", "host list: one host a line, optionally a port")
+	f.StringVar(&o.HostsFile, "hosts", "", "host list: one host a line, optionally a port and slots=N (or HOST:N)")
+	f.StringVar(&o.MapBy, "map-by", "slot", "slot: fill a host line's slots before the next line; node: deal ranks round-robin over the lines")
 	f.StringVar(&o.DenyFile, "deny-hosts", "", "more refused host names, one a line")
 	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "checkpoint directory written into every description")
 	f.IntVar(&o.SilenceMS, "silence", 0, "silence limit in ms (default 5000)")

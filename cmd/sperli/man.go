@@ -80,7 +80,7 @@ func writeMan(w io.Writer, root *cobra.Command) error {
 			fmt.Fprintf(w, ".PP\nExamples:\n.PP\n.nf\n.RS\n%s\n.RE\n.fi\n", roff(c.Example))
 		}
 	}
-	fmt.Fprintf(w, ".SH EXIT STATUS\n%s\n", roff("sperli run: 0 when every rank ended with 0; 75 when the job ended because a rank was lost and no restart was left; 2 for a usage error or a refused or malformed host list (nothing started); 1 for anything else (a program error, a collective mismatch, an abort, --timeout, an interrupt)."))
+	fmt.Fprintf(w, ".SH EXIT STATUS\n%s\n", roff("sperli run: 0 when every rank ended with 0; 75 when the job ended because a rank was lost and no restart was left; 2 for a usage error, a refused or malformed host list or a .star program that does not compile (nothing started); 130, 143 or 129 when the launcher was ended by SIGINT (Ctrl-C), SIGTERM or SIGHUP (128 + the signal's number); 1 for anything else (a program error, a collective mismatch, an abort, --timeout)."))
 	fmt.Fprintf(w, ".SH ENVIRONMENT\n")
 	for _, e := range [][2]string{
 		{"SPERLI_RANK, SPERLI_SIZE, SPERLI_LOCAL_RANK, SPERLI_LOCAL_SIZE", "set in every rank; also torchrun's RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE unless set already"},

@@ -65,6 +65,13 @@ func TestFlagErrors(t *testing.T) {
 		{"-n and --np disagree", []string{"run", "-n", "2", "--np", "3", prog}, []string{"-n 2", "--np 3"}},
 		{"--np 0", []string{"run", "--np", "0", prog}, []string{"-n 0"}},
 		{"--ssh-port out of range", []string{"run", "-n", "2", "--ssh-port", "70000", prog}, []string{"--ssh-port 70000"}},
+		{"--map-by unknown", []string{"run", "-n", "2", "--map-by", "core", prog}, []string{"--map-by", "core", "slot or node"}},
+		{"-n too large", []string{"run", "-n", "5000", prog}, []string{"-n 5000", "at most 4096"}},
+		{"-n too large with spares", []string{"run", "-n", "5000", "--spares", "2", prog}, []string{"-n 5000", "at most 4096"}},
+		{"--spares too many", []string{"run", "-n", "4000", "--spares", "100", prog}, []string{"--spares 100", "0 to 96"}},
+		{"job make -n too large", []string{"job", "make", "-n", "5000", "--out", "o"}, []string{"-n 5000", "at most 4096"}},
+		{"--timeout negative", []string{"run", "-n", "2", "--timeout", "-5s", prog}, []string{"--timeout -5s", "positive"}},
+		{"--timeout zero", []string{"run", "-n", "2", "--timeout", "0", prog}, []string{"--timeout 0s", "positive"}},
 		{"codes unknown", []string{"codes", "H1700"}, []string{"H1700", "no such code"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

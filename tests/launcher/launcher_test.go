@@ -178,8 +178,11 @@ func TestHostListErrors(t *testing.T) {
 	}{
 		{name: "bad port", hosts: "127.0.0.1\n127.0.0.1 70000\n127.0.0.1\n", want: []string{"{hosts}:2:", "70000"}},
 		{name: "port not a number", hosts: "127.0.0.1\n127.0.0.1\n127.0.0.1 4x\n", want: []string{"{hosts}:3:", "4x"}},
-		{name: "three fields", hosts: "# ranks\n127.0.0.1\n127.0.0.1 47001 47002\n127.0.0.1\n", want: []string{"{hosts}:3:", "3 fields"}},
+		{name: "three fields", hosts: "# ranks\n127.0.0.1\n127.0.0.1 47001 47002\n127.0.0.1\n", want: []string{"{hosts}:3:", `field "47002"`, "host [port] [slots=N]"}},
 		{name: "too few lines", hosts: "# two hosts\n127.0.0.1\n\n127.0.0.1 47001\n", want: []string{"{hosts}", "2 host lines", "at least 3"}},
+		{name: "too few slots", hosts: "127.0.0.1 slots=2\n", want: []string{"{hosts}", "2 slots in all", "at least 3"}},
+		{name: "bad slots", hosts: "127.0.0.1\n127.0.0.1 slots=two\n", want: []string{"{hosts}:2:", `slots "two"`}},
+		{name: "slots twice", hosts: "127.0.0.1:2 slots=2\n", want: []string{"{hosts}:1:", "slots given twice"}},
 		{name: "no host file", want: []string{"--hosts", "{hosts}"}},
 		{name: "env refused local address", hosts: "127.0.0.1\n127.0.0.9\n127.0.0.1\n", env: "node9.example, 127.0.0.9\tnode8.example",
 			want: []string{"H1614", "127.0.0.9", "{hosts}:2", "SPERLI_REFUSED_HOSTS"}},
@@ -449,46 +452,45 @@ def main():
 	}
 }
 
-// TestSyntaxError: a syntax error is exit status 1 with file:line:col, in
-// a job and alone.
+// TestSyntaxError: a syntax error is exit status 2 with one line naming
+// file:line:col, in a job (before any rank starts: TestProgramRefused)
+// and alone.
 func TestSyntaxError(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "syn.star"), "# a syntax error on line 2\ndef main(:\n    pass\n", 0o644)
-	pos := regexp.MustCompile(`syn\.star:2:\d+: `)
+	pos := regexp.MustCompile(`^sperli: syn\.star:2:\d+: .*\n$`)
 
 	r := sperliRun(t, baseEnv, dir, "run", "-n", "3", "syn.star")
-	if r.Code != 1 {
-		t.Errorf("sperli run -n 3 syn.star: exit status %d, want 1\n%v", r.Code, r)
-	}
-	for rank := 0; rank < 3; rank++ {
-		if got := strings.Join(rankLines(r.Stderr, rank), "\n"); !pos.MatchString(got) {
-			t.Errorf("rank %d's stderr %q does not show syn.star:2:COL:", rank, got)
-		}
-	}
-	if l := lines(r.Stderr); len(l) == 0 || !regexp.MustCompile(`^sperli: ranks 0, 1, 2 failed: syn\.star:2:\d+: `).MatchString(l[len(l)-1]) {
-		t.Errorf("the launcher's last line does not name the syntax error of ranks 0, 1, 2 once\n%v", r)
+	if r.Code != 2 || !pos.MatchString(r.Stderr) || r.Stdout != "" {
+		t.Errorf("sperli run -n 3 syn.star: exit status %d, want 2 and one line naming syn.star:2:COL\n%v", r.Code, r)
 	}
 
 	r = sperliRun(t, baseEnv, dir, "run", "syn.star")
-	if r.Code != 1 {
-		t.Errorf("sperli run syn.star: exit status %d, want 1\n%v", r.Code, r)
+	if r.Code != 2 {
+		t.Errorf("sperli run syn.star: exit status %d, want 2\n%v", r.Code, r)
 	}
 	if !pos.MatchString(r.Stderr) || r.Stdout != "" {
 		t.Errorf("sperli run syn.star: stderr %q, stdout %q; want syn.star:2:COL: on stderr only", r.Stderr, r.Stdout)
 	}
 }
 
-// TestInterrupt: SIGINT to the launcher while the ranks wait ends every
-// rank and leaves no process behind.
+// TestInterrupt: SIGINT or SIGTERM to the launcher while the ranks wait
+// ends every rank and leaves no process behind; the launcher's exit status
+// is 128 + the signal's number, as a shell's and mpirun's.
 func TestInterrupt(t *testing.T) {
+	recv := func(dir string) []string {
+		return []string{writeFile(t, filepath.Join(dir, "recv.star"), "comm.recv(comm.size - 1 if comm.rank != comm.size - 1 else 0, 99)\n", 0o644)}
+	}
 	for _, tc := range []struct {
 		name string
 		args func(dir string) []string
+		sig  os.Signal
+		code int
+		said string
 	}{
-		{"go ranks", func(dir string) []string { return []string{killme, dir} }},
-		{"starlark ranks", func(dir string) []string {
-			return []string{writeFile(t, filepath.Join(dir, "recv.star"), "comm.recv(comm.size - 1 if comm.rank != comm.size - 1 else 0, 99)\n", 0o644)}
-		}},
+		{"go ranks", func(dir string) []string { return []string{killme, dir} }, os.Interrupt, 130, "interrupt"},
+		{"starlark ranks", recv, os.Interrupt, 130, "interrupt"},
+		{"starlark ranks SIGTERM", recv, syscall.SIGTERM, 143, "terminated"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -525,15 +527,15 @@ func TestInterrupt(t *testing.T) {
 					}
 				}
 			})
-			if err := l.Cmd.Process.Signal(os.Interrupt); err != nil {
+			if err := l.Cmd.Process.Signal(tc.sig); err != nil {
 				t.Fatal(err)
 			}
 			r := l.Wait(t, 30*time.Second)
-			if r.Code != 1 {
-				t.Errorf("exit status %d after SIGINT, want 1\n%v", r.Code, r)
+			if r.Code != tc.code {
+				t.Errorf("exit status %d after %v, want %d\n%v", r.Code, tc.sig, tc.code, r)
 			}
-			if !regexp.MustCompile(`(?m)^sperli: .*interrupt`).MatchString(r.Stderr) {
-				t.Errorf("stderr %q does not say the launcher was interrupted", r.Stderr)
+			if !regexp.MustCompile(`(?m)^sperli: ` + tc.said + `: ending every rank$`).MatchString(r.Stderr) {
+				t.Errorf("stderr %q does not say the launcher was ended by %v", r.Stderr, tc.sig)
 			}
 			for _, line := range lines(r.Stderr) {
 				if strings.Contains(line, "lost") {

@@ -164,3 +164,37 @@ func TestLiveAbandonedMarked(t *testing.T) {
 		}
 	}
 }
+
+// TestProgramRefused: a .star program with a syntax or resolve error, in
+// itself or in a module it loads, or loading a module that is not there,
+// is refused by the launcher before any rank starts: one line naming
+// file:line:col, exit status 2, no rank output. So is a --modules
+// directory that is not there.
+func TestProgramRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, prog string
+		args       []string // between run and PROGRAM
+		want       string   // the one line on stderr
+	}{
+		{"syntax", "def main():\n    x = = 1\n", nil, "sperli: p.star:2:9: got '=', want primary expression"},
+		{"resolve", "def main():\n    print(total)\n", nil, "sperli: p.star:2:11: undefined: total"},
+		{"in a module", "load(\"lib.star\", \"f\")\n", []string{"--modules", "mods"}, "sperli: mods/lib.star:2:12: undefined: y"},
+		{"module missing", "load(\"gone.star\", \"f\")\n", []string{"--modules", "mods"}, `sperli: p.star:1:6: load: module "gone.star" not found in ., mods`},
+		{"--modules missing", "print(1)\n", []string{"--modules", "mods:nodir"}, "sperli: --modules nodir: no such directory"},
+		{"--modules a file", "print(1)\n", []string{"--modules", "p.star"}, "sperli: --modules p.star: not a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "p.star"), tc.prog, 0o644)
+			if err := os.Mkdir(filepath.Join(dir, "mods"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(dir, "mods", "lib.star"), "def f(x):\n    return y\n", 0o644)
+			args := append(append([]string{"run", "-n", "3"}, tc.args...), "p.star")
+			r := sperliRun(t, baseEnv, dir, args...)
+			if r.Code != 2 || r.Stderr != tc.want+"\n" || r.Stdout != "" {
+				t.Errorf("sperli %q: exit status %d, stderr %q, stdout %q; want 2, %q and nothing", args, r.Code, r.Stderr, r.Stdout, tc.want)
+			}
+		})
+	}
+}

@@ -101,8 +101,8 @@ func TestInterruptReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := l.Wait(t, timeout)
-	if r.Code != 1 {
-		t.Errorf("exit status %d, want 1\n%v", r.Code, r)
+	if r.Code != 130 {
+		t.Errorf("exit status %d, want 130 (128 + SIGINT)\n%v", r.Code, r)
 	}
 	wantWaits(t, r, "sperli: interrupt: ending every rank", 3)
 }
