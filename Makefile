@@ -5,15 +5,24 @@ BIN      := bin
 SPERLI   := $(BIN)/sperli
 FUZZTIME ?= 10s
 
-.PHONY: all build run test test-hosts test-slurm race fuzz golden bench bench-coll bench-recovery verify clean
+.PHONY: all build build-go run test test-hosts test-slurm race fuzz golden bench bench-coll bench-recovery verify clean
 
 all: build
 
-build:
+CC       ?= cc
+LIBDIR   := libsperli/c/$(shell uname -s | tr '[:upper:]' '[:lower:]')
+
+# The binary and the sum example's Go and C ranks (docs/c.md); the C rank
+# needs cgo and a C compiler, `make run` only the binary.
+build: build-go
+	sh scripts/libsperli/build.sh
+	$(CC) -O2 -std=c11 -Wall -Wextra -Werror -I $(LIBDIR) -o $(BIN)/csum scripts/examples/csum.c $(LIBDIR)/libsperli.a -lpthread
+
+build-go:
 	$(GO) build -o $(SPERLI) ./cmd/sperli
 	$(GO) build -o $(BIN)/gosum ./scripts/examples/gosum
 
-run: build
+run: build-go
 	$(SPERLI) run -n 3 scripts/examples/sum.star
 
 test:
@@ -54,7 +63,7 @@ fuzz:
 	@echo "fuzz libsperli (C layer)"
 	LIBSPERLI_FUZZTIME=$(FUZZTIME) $(GO) test -count=1 -run '^TestFuzzLibsperli$$' -v ./tests/clib/
 
-bench: build
+bench: build-go
 	$(SPERLI) bench --plot docs/bench.svg
 	$(GO) test -run '^$$' -bench 'RoundTrip|Rate' -benchtime 2s ./runtime/
 
@@ -73,5 +82,5 @@ clean:
 
 # In-place recovery beside the launcher restart, and loss detection
 # (docs/benchmarks.md).
-bench-recovery: build
+bench-recovery: build-go
 	sh scripts/bench/recovery.sh

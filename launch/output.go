@@ -545,8 +545,13 @@ func parseRecord(sp *spool) (runtime.Status, bool) {
 	return st, true
 }
 
-// openOutputFiles opens DIR/rank-i.out and rank-i.err for appending.
-func openOutputFile(dir string, rank int, ext string) (*os.File, error) {
+// openOutputFile opens DIR/rank-i.out or rank-i.err for appending, emptied
+// first when truncate (--output-mode overwrite); a symbolic link is refused.
+func openOutputFile(dir string, rank int, ext string, truncate bool) (*os.File, error) {
 	path := filepath.Join(dir, fmt.Sprintf("rank-%d.%s", rank, ext))
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
+	flags := os.O_WRONLY | os.O_APPEND | os.O_CREATE | syscall.O_NOFOLLOW
+	if truncate {
+		flags |= os.O_TRUNC
+	}
+	return os.OpenFile(path, flags, 0o644)
 }

@@ -48,14 +48,18 @@ type Options struct {
 	// message of a usage error (exit 2), not one per rank.
 	CheckStar func(program string, modules []string) error
 
-	Live      bool          // --live: each line as it comes
-	OutputDir string        // --output-dir: DIR/rank-i.out and rank-i.err instead
-	Verbose   bool          // -v: the H1612 lines of ranks ended by another too
-	Env       []string      // -x, as NAME=VALUE (ParseExports)
-	SSHPort   int           // --ssh-port; 0 is 62222
-	JobDir    string        // --job: reuse the identity of a `sperli job make` directory
-	Stats     string        // --stats: "" none, "table" or "json"
-	Timeout   time.Duration // --timeout: end the job after it, saying where each rank waits; 0 is none
+	Live      bool   // --live: each line as it comes
+	OutputDir string // --output-dir: DIR/rank-i.out and rank-i.err instead
+	// OutputMode is --output-mode: "overwrite" ("" too) empties each file
+	// when the job starts, "append" adds to it; the generations of one job
+	// always follow each other in the files.
+	OutputMode string
+	Verbose    bool          // -v: the H1612 lines of ranks ended by another too
+	Env        []string      // -x, as NAME=VALUE (ParseExports)
+	SSHPort    int           // --ssh-port; 0 is 62222
+	JobDir     string        // --job: reuse the identity of a `sperli job make` directory
+	Stats      string        // --stats: "" none, "table" or "json"
+	Timeout    time.Duration // --timeout: end the job after it, saying where each rank waits; 0 is none
 
 	Stdout io.Writer // the ranks' standard output
 	Stderr io.Writer // the ranks' standard error, and the launcher's own lines as they happen
@@ -220,7 +224,7 @@ func (l *launcher) openFiles() error {
 	l.files = make([][2]*os.File, l.o.N+l.o.Spares)
 	for r := range l.files {
 		for i, ext := range []string{"out", "err"} {
-			f, err := openOutputFile(l.o.OutputDir, r, ext)
+			f, err := openOutputFile(l.o.OutputDir, r, ext, l.o.OutputMode != "append")
 			if err != nil {
 				return usage("--output-dir %s: %v", l.o.OutputDir, err)
 			}
@@ -328,6 +332,16 @@ func (l *launcher) run(ctx context.Context) int {
 	} else if pl, err = Place(o.N+o.Spares, o.HostsFile, o.DenyFile, byNode); err != nil {
 		l.say("%v", err)
 		return ExitCode(err)
+	}
+	switch o.OutputMode {
+	case "", "overwrite", "append":
+	default:
+		l.say("--output-mode %q: want overwrite or append", o.OutputMode)
+		return 2
+	}
+	if o.OutputMode != "" && o.OutputDir == "" {
+		l.say("--output-mode %s: goes with --output-dir", o.OutputMode)
+		return 2
 	}
 	if o.SilenceMS != 0 && (o.SilenceMS < runtime.MinSilenceMS || o.SilenceMS > runtime.MaxSilenceMS) {
 		l.say("--silence %d: want %d to %d ms", o.SilenceMS, runtime.MinSilenceMS, runtime.MaxSilenceMS)

@@ -53,6 +53,15 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
+	// --version without cobra's -v: -v means one thing, sperli run's
+	// --verbose (as mpirun's).
+	root.Flags().Bool("version", false, "print the version (as sperli version)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if c == root && strings.Contains(err.Error(), "'v' in -v") {
+			return fmt.Errorf("%v (-v is sperli run's --verbose; the version is sperli --version)", err)
+		}
+		return err
+	})
 	root.AddCommand(newRun(), newRank(), newJob(), newBench(), newCodes(), newVersion())
 	root.AddCommand(newBenchRanks()...)
 	root.AddCommand(newMan())
@@ -169,7 +178,8 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.IntVar(&o.Spares, "spares", 0, "warm spare slots: a lost rank's place is taken in place, without relaunching the others")
 	f.StringVar(&o.Record, "record", "", "append each generation's layout to this file, one JSON line each")
 	f.BoolVar(&o.Live, "live", false, "show each output line as it comes (whole lines), not rank by rank at the end")
-	f.StringVar(&o.OutputDir, "output-dir", "", "write DIR/rank-<i>.out and rank-<i>.err (appending) instead of showing the output")
+	f.StringVar(&o.OutputDir, "output-dir", "", "write DIR/rank-<i>.out and rank-<i>.err instead of showing the output")
+	f.StringVar(&o.OutputMode, "output-mode", "", "with --output-dir: overwrite (the default: each file starts empty) or append (to what earlier jobs wrote)")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "also show the H1612 errors of the ranks a failure ended")
 	f.IntVar(&np, "np", 0, "number of ranks (as -n; mpirun's spelling)")
 	f.StringArrayVarP(&exports, "export", "x", nil, "set NAME=VALUE, or pass NAME on, in every rank's environment, remote ranks too (repeatable)")

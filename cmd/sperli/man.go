@@ -10,14 +10,13 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// newMan is the hidden `sperli man`: the manual page sperli(1), made from
+// newMan is `sperli man`: the manual page sperli(1), made from
 // the commands' own help (docs/sperli.1 is its output).
 func newMan() *cobra.Command {
 	return &cobra.Command{
 		Use:     "man",
 		Short:   "Print the manual page sperli(1) in roff",
 		Example: `  sperli man > sperli.1 && man ./sperli.1`,
-		Hidden:  true,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return writeMan(os.Stdout, cmd.Root())

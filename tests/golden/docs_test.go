@@ -2,6 +2,7 @@ package golden
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -76,6 +77,49 @@ func TestManPage(t *testing.T) {
 	for _, flag := range []string{"live", "output\\-dir", "timeout", "job", "np", "ssh\\-port", "export", "verbose"} {
 		if !strings.Contains(r.Stdout, ".B \\-\\-"+flag) && !strings.Contains(r.Stdout, ", \\-\\-"+flag) {
 			t.Errorf("sperli man does not document --%s", flag)
+		}
+	}
+}
+
+// TestDocsBinaries: every bin/NAME the docs tell a user to run is made by
+// `make build` (bin/collbench by the collectives benchmark, which says so).
+func TestDocsBinaries(t *testing.T) {
+	cmd := exec.Command("make", "-n", "build")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("make -n build: %v", err)
+	}
+	built := string(out)
+	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	files = append(files, filepath.Join(root, "README.md"))
+	named := regexp.MustCompile(`(^|[^/\w.])bin/([a-z][a-z0-9_-]*)`)
+	seen := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range named.FindAllStringSubmatch(string(b), -1) {
+			name := m[2]
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			if name == "collbench" {
+				if s, err := os.ReadFile(filepath.Join(root, "scripts", "bench", "collectives.sh")); err != nil || !strings.Contains(string(s), "bin/collbench") {
+					t.Errorf("%s names bin/collbench, which scripts/bench/collectives.sh does not build", f)
+				}
+				continue
+			}
+			if !strings.Contains(built, "-o bin/"+name+" ") {
+				t.Errorf("%s names bin/%s, which make build does not make:\n%s", f, name, built)
+			}
+		}
+	}
+	for _, want := range []string{"sperli", "gosum", "csum"} {
+		if !seen[want] {
+			t.Errorf("no doc names bin/%s", want)
 		}
 	}
 }

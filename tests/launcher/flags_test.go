@@ -72,6 +72,8 @@ func TestFlagErrors(t *testing.T) {
 		{"job make -n too large", []string{"job", "make", "-n", "5000", "--out", "o"}, []string{"-n 5000", "at most 4096"}},
 		{"--timeout negative", []string{"run", "-n", "2", "--timeout", "-5s", prog}, []string{"--timeout -5s", "positive"}},
 		{"--timeout zero", []string{"run", "-n", "2", "--timeout", "0", prog}, []string{"--timeout 0s", "positive"}},
+		{"--output-mode unknown", []string{"run", "-n", "2", "--output-dir", "o", "--output-mode", "keep", prog}, []string{"--output-mode", "keep", "overwrite or append"}},
+		{"--output-mode alone", []string{"run", "-n", "2", "--output-mode", "append", prog}, []string{"--output-mode append", "--output-dir"}},
 		{"codes unknown", []string{"codes", "H1700"}, []string{"H1700", "no such code"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -240,7 +242,7 @@ printf '%s\n' "${COMPREPLY[@]}"
 		line string
 		want []string
 	}{
-		{"sperli ", []string{"run", "codes", "completion", "job", "version"}},
+		{"sperli ", []string{"run", "codes", "completion", "job", "man", "version"}},
 		{"sperli co", []string{"codes", "completion"}},
 		{"sperli run --ti", []string{"--timeout"}},
 		{"sperli run --st", []string{"--stats"}},
@@ -261,7 +263,7 @@ printf '%s\n' "${COMPREPLY[@]}"
 				t.Errorf("%q completes to %q, want %q among them", tc.line, words, w)
 			}
 		}
-		if slices.Contains(words, "bench-rank") || slices.Contains(words, "man") {
+		if slices.Contains(words, "bench-rank") {
 			t.Errorf("%q offers a hidden command: %q", tc.line, words)
 		}
 	}
@@ -275,5 +277,37 @@ printf '%s\n' "${COMPREPLY[@]}"
 				t.Errorf("sperli completion %s: exit status %d, no %q in the script", sh, r.Code, w)
 			}
 		}
+	}
+}
+
+// TestHelpAndVersion: `sperli --help` lists every command, man too;
+// `--version` prints the version and -v means one thing only, run's
+// --verbose: at the top it is an error that says so.
+func TestHelpAndVersion(t *testing.T) {
+	dir := t.TempDir()
+	r := sperliRun(t, withEnv(), dir, "--help")
+	if r.Code != 0 {
+		t.Fatalf("sperli --help: %v", r)
+	}
+	for _, cmd := range []string{"run", "rank", "job", "codes", "bench", "man", "version", "completion"} {
+		if !regexp.MustCompile(`(?m)^  ` + cmd + ` +\S`).MatchString(r.Stdout) {
+			t.Errorf("sperli --help does not list %s:\n%s", cmd, r.Stdout)
+		}
+	}
+	if strings.Contains(r.Stdout, "-v,") {
+		t.Errorf("sperli --help shows a -v flag:\n%s", r.Stdout)
+	}
+	r = sperliRun(t, withEnv(), dir, "--version")
+	if r.Code != 0 || !strings.HasPrefix(r.Stdout, "sperli ") {
+		t.Errorf("sperli --version: %v", r)
+	}
+	r = sperliRun(t, withEnv(), dir, "-v")
+	if r.Code != 2 {
+		t.Errorf("sperli -v: exit status %d, want 2\n%v", r.Code, r)
+	}
+	wantOneLine(t, "sperli -v", r.Stderr, "-v", "--verbose", "--version")
+	r = sperliRun(t, withEnv(), dir, "run", "--help")
+	if !strings.Contains(r.Stdout, "-v, --verbose") {
+		t.Errorf("sperli run --help does not show -v, --verbose:\n%s", r.Stdout)
 	}
 }

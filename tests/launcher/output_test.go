@@ -259,7 +259,8 @@ echo "second line of $SPERLI_RANK"
 }
 
 // TestOutputDir: --output-dir writes DIR/rank-i.out and rank-i.err
-// (nothing on the terminal), appending with a "--- generation g" line;
+// (nothing on the terminal), each generation after a "--- generation g"
+// line; a later job overwrites them, or appends with --output-mode append;
 // after a restart, the abandoned generation is marked in the files. And
 // without --output-dir the abandoned generation's output is marked.
 func TestOutputDir(t *testing.T) {
@@ -301,13 +302,25 @@ func TestOutputDir(t *testing.T) {
 		t.Errorf("rank-1.err:\n%s\nwant generation 0, its abandonment, generation 1", got)
 	}
 
-	// A second job appends.
+	// A second job overwrites (as mpirun's --output-filename), a third
+	// with --output-mode append appends.
 	r = sperliRun(t, baseEnv, dir, "run", "-n", "2", "--checkpoint-dir", "ck2", "--output-dir", "out", "gens.star")
 	if r.Code != 0 {
 		t.Fatalf("second run: %v", r)
 	}
-	if got := read("rank-0.out"); got != want0+"--- generation 0\nout gen 0 rank 0\ndone gen 0 rank 0\n" {
-		t.Errorf("rank-0.out after a second job:\n%s", got)
+	want2 := "--- generation 0\nout gen 0 rank 0\ndone gen 0 rank 0\n"
+	if got := read("rank-0.out"); got != want2 {
+		t.Errorf("rank-0.out after a second job:\n%s\nwant:\n%s", got, want2)
+	}
+	if got := read("rank-1.err"); got != "--- generation 0\n" {
+		t.Errorf("rank-1.err after a second job: %q, want only its generation line", got)
+	}
+	r = sperliRun(t, baseEnv, dir, "run", "-n", "2", "--checkpoint-dir", "ck2b", "--output-dir", "out", "--output-mode", "append", "gens.star")
+	if r.Code != 0 {
+		t.Fatalf("third run: %v", r)
+	}
+	if got := read("rank-0.out"); got != want2+want2 {
+		t.Errorf("rank-0.out after a third job, appending:\n%s\nwant:\n%s", got, want2+want2)
 	}
 
 	// A symlink planted in the directory receives nothing.
