@@ -285,7 +285,8 @@ func (c *Comm) endOfCallLocked(k uint64) error {
 	c.coll.endVoid = true
 	c.coll.voided[k] = true
 	return &codes.Error{Code: codes.WrongCollective, Rank: ce.Cause.Rank, Err: c.err,
-		Msg: fmt.Sprintf("call %d is void: rank %d called it wrongly (and ended the job with it)", k, ce.Cause.Rank)}
+		Msg:   fmt.Sprintf("call %d is void: rank %d called it wrongly (and ended the job with it)", k, ce.Cause.Rank),
+		Cause: &codes.Cause{Kind: codes.CauseFailed, Rank: ce.Cause.Rank, Code: codes.WrongCollective}}
 }
 
 func (c *Comm) voidedBy(k uint64, from int) error {
@@ -297,7 +298,10 @@ func (c *Comm) voidedBy(k uint64, from int) error {
 		c.consumedLocked(c.peerAt(v.from), v.cost)
 	}
 	c.mu.Unlock()
-	return &codes.Error{Code: codes.WrongCollective, Rank: from, Msg: fmt.Sprintf("call %d is void: rank %d called it wrongly", k, from)}
+	// The cause names the rank that called it wrongly, for the launcher's
+	// last line ("ranks 1, 2 ended by it").
+	return &codes.Error{Code: codes.WrongCollective, Rank: from, Msg: fmt.Sprintf("call %d is void: rank %d called it wrongly", k, from),
+		Cause: &codes.Cause{Kind: codes.CauseFailed, Rank: from, Code: codes.WrongCollective}}
 }
 
 // void declares call k void: this rank's own arguments are wrong (H1618).
@@ -372,6 +376,14 @@ func (c *Comm) collective(ctx context.Context, mine wire.Call, argErr string, co
 func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string, run func(cc *collCall) ([]byte, error)) ([]byte, error) {
 	c.coll.mu.Lock()
 	defer c.coll.mu.Unlock()
+	if Kind(mine.Kind) < kindCkptBegin {
+		// The test-only failure point counts the program's collective
+		// calls, also one that a revoke or the job's end refuses below:
+		// "collective-K" is the K-th call in program order whatever the
+		// others did meanwhile.
+		c.collN++
+		c.failurePoint("collective", c.collN)
+	}
 	c.mu.Lock()
 	if err := c.callableLocked(Kind(mine.Kind).String()); err != nil {
 		// A void heard for this call before the job ended is still its
@@ -395,10 +407,6 @@ func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string
 	}()
 	kind := Kind(mine.Kind)
 	countColl(kind)
-	if kind < kindCkptBegin {
-		c.collN++
-		c.failurePoint("collective", c.collN)
-	}
 
 	if argErr != "" {
 		return nil, c.void(k, mine, argErr)
