@@ -25,6 +25,7 @@ func failureCause(procs []*rankProc, wd string, lost map[int]bool) string {
 	}
 	var fails []*failure
 	ended := map[int][]int{} // cause rank -> ranks ended by it
+	endedCodes := map[string]bool{}
 	for _, p := range procs {
 		if p == nil || p.state == nil {
 			continue
@@ -34,8 +35,11 @@ func failureCause(procs []*rankProc, wd string, lost map[int]bool) string {
 		switch {
 		case p.state.Success(), p.killed, ws.Signaled(), lost[p.rank]:
 			continue
-		case st != nil && st.Code == codes.JobEnded.String():
+		case st != nil && st.Code == codes.JobEnded.String(),
+			// A collective another rank called wrongly: void here too.
+			st != nil && st.Code == codes.WrongCollective.String() && st.CauseRank >= 0 && st.CauseRank != p.rank:
 			ended[st.CauseRank] = append(ended[st.CauseRank], p.rank)
+			endedCodes[st.Code] = true
 			continue
 		}
 		why := fmt.Sprintf("exit status %d", p.state.ExitCode())
@@ -71,7 +75,12 @@ func failureCause(procs []*rankProc, wd string, lost map[int]bool) string {
 			}
 		}
 		if len(by) > 0 {
-			part += fmt.Sprintf("; %s ended by it (%s)", ranksWord(by), codes.JobEnded)
+			var cs []string
+			for c := range endedCodes {
+				cs = append(cs, c)
+			}
+			slices.Sort(cs)
+			part += fmt.Sprintf("; %s ended by it (%s)", ranksWord(by), strings.Join(cs, ", "))
 		}
 		parts = append(parts, part)
 	}

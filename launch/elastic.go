@@ -39,6 +39,13 @@ type generations struct {
 	// returning: the program manages its losses (set_on_loss("return")):
 	// a lost process does not end the job.
 	returning bool
+	// endedSeen holds the slots whose process the launcher has seen end
+	// (procEnded); held is a generation every live slot reported whose
+	// lost slots' ends are not all seen yet: it is said when they are, so
+	// that a loss's cause is the launcher's sight of it in every run, or
+	// after heldMax at the latest.
+	endedSeen map[int]bool
+	held      *genLine
 	firstBad  time.Time // the first process of this incarnation that ended badly
 	restarted time.Time // firstBad of the incarnation before, when this one is a restart
 	started   map[int]bool
@@ -83,6 +90,7 @@ func (g *generations) start(job string, inc uint32, n, spares int, procs []*rank
 	}
 	g.seen, g.first, g.lines = map[int]map[int]bool{}, map[int]time.Time{}, map[int]genLine{}
 	g.lostAt, g.lostWhy, g.gone = map[int]time.Time{}, map[int]string{}, map[int]bool{}
+	g.endedSeen, g.held = map[int]bool{}, nil
 	g.ranks = make([]int, n)
 	for r := range g.ranks {
 		g.ranks[r] = r
@@ -142,6 +150,72 @@ func (g *generations) lostProc(p *rankProc, why string) {
 	if _, ok := g.lostAt[p.rank]; !ok {
 		g.lostAt[p.rank], g.lostWhy[p.rank] = time.Now(), why
 	}
+}
+
+// unsaidLosses returns a line for every slot whose loss the launcher saw
+// and no generation said: the losses a program managed itself
+// (set_on_loss("return")) without shrinking or growing (SPEC §10.3: one
+// line per loss).
+func (g *generations) unsaidLosses() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.returning {
+		return nil // a loss not recovered in place ends the job, said so
+	}
+	var slots []int
+	for s := range g.lostAt {
+		if !g.gone[s] {
+			slots = append(slots, s)
+		}
+	}
+	slices.Sort(slots)
+	var out []string
+	for _, s := range slots {
+		who := fmt.Sprintf("slot %d (a spare, on %s)", s, g.host(s))
+		if r := slices.Index(g.ranks, s); r >= 0 {
+			who = fmt.Sprintf("rank %d", r)
+			if g.spares > 0 {
+				who = fmt.Sprintf("rank %d (slot %d on %s)", r, s, g.host(s))
+			}
+		}
+		out = append(out, fmt.Sprintf("%s lost: %s; the program went on without it (set_on_loss(\"return\"))", who, g.lostWhy[s]))
+	}
+	return out
+}
+
+// lostSight returns the launcher's sight of the end of every slot it saw
+// lost, by slot.
+func (g *generations) lostSight() map[int]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[int]string, len(g.lostWhy))
+	for s, why := range g.lostWhy {
+		out[s] = why
+	}
+	return out
+}
+
+// slotOf returns the slot of rank in the generation said last.
+func (g *generations) slotOf(rank int) (int, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if rank < 0 || rank >= len(g.ranks) {
+		return 0, false
+	}
+	slot := g.ranks[rank]
+	return slot, slot >= 0 && slot < len(g.procs) && g.procs[slot] != nil
+}
+
+// sightOf returns the launcher's own sight of the end of rank's slot
+// (lostProc), when it saw one.
+func (g *generations) sightOf(rank int) (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if rank < 0 || rank >= len(g.ranks) {
+		return "", false
+	}
+	why, ok := g.lostWhy[g.ranks[rank]]
+	return why, ok
 }
 
 // recovers reports whether the end of p may be recovered in place, so the
@@ -216,11 +290,67 @@ func (g *generations) seenLocked(slot int, r genLine) {
 		g.seen[r.Gen], g.first[r.Gen], g.lines[r.Gen] = map[int]bool{}, time.Now(), r
 	}
 	g.seen[r.Gen][slot] = true
+	g.trySayLocked(r)
+}
+
+// heldMax bounds how long a generation waits for the launcher to see its
+// lost slots' processes end (a remote one's ssh may hang).
+const heldMax = 10 * time.Second
+
+// procEnded notes that the launcher has seen p's process end, and says a
+// generation that waited for it.
+func (g *generations) procEnded(p *rankProc) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.endedSeen == nil {
+		return // no incarnation started
+	}
+	g.endedSeen[p.rank] = true
+	if g.held != nil {
+		g.trySayLocked(*g.held)
+	}
+}
+
+// trySayLocked says generation r once every live slot reported it and the
+// end of every lost slot's process was seen (or heldMax passed).
+func (g *generations) trySayLocked(r genLine) {
+	if r.Gen <= g.gen {
+		return
+	}
 	live := append(slices.Clone(r.Ranks), r.Spares...)
 	for _, s := range live {
 		if !g.seen[r.Gen][s] {
 			return
 		}
+	}
+	for _, s := range r.Lost {
+		if s >= 0 && s < len(g.procs) && g.procs[s] != nil && !g.endedSeen[s] {
+			if g.held == nil || g.held.Gen != r.Gen {
+				held := r
+				g.held = &held
+				time.AfterFunc(heldMax, func() {
+					g.mu.Lock()
+					defer g.mu.Unlock()
+					if g.held == &held {
+						g.held = nil
+						g.sayGenLocked(held)
+					}
+				})
+			}
+			return
+		}
+	}
+	if g.held != nil && g.held.Gen <= r.Gen {
+		g.held = nil
+	}
+	g.sayGenLocked(r)
+}
+
+// sayGenLocked says r, and first every generation before it that not
+// every slot reported.
+func (g *generations) sayGenLocked(r genLine) {
+	if r.Gen <= g.gen {
+		return
 	}
 	// Every live slot is back in its program. A generation before it that
 	// not every slot reported (a slot was lost as it entered) is said

@@ -13,12 +13,15 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"sperli/codes"
 	"sperli/hosts"
@@ -251,11 +254,18 @@ type launcher struct {
 	mu    sync.Mutex
 	lines []string     // launcher lines said already in this incarnation, to say each once
 	lost  map[int]bool // ranks whose loss was said
+	// lostWhy is the cause said of each of them.
+	lostWhy map[int]string
 	// stopping is set once the launcher kills what is left of the job.
 	stopping bool
-	replies  chan waitReply // waiting records, as the ranks answer
-	gens     generations    // in-place recoveries (elastic.go)
-	started  time.Time
+	// pending holds, per rank whose process has not been seen to end, the
+	// loss of it a survivor saw; endedSeen the ranks whose end was seen
+	// (pendLoss). Both are of this incarnation.
+	pending   map[int]pendingLoss // by slot
+	endedSeen map[int]bool        // by slot
+	replies   chan waitReply      // waiting records, as the ranks answer
+	gens      generations         // in-place recoveries (elastic.go)
+	started   time.Time
 }
 
 type waitReply struct {
@@ -287,6 +297,12 @@ func (l *launcher) sayLost(rank int, why string) {
 		l.lost = map[int]bool{}
 	}
 	l.lost[rank] = true
+	if !said {
+		if l.lostWhy == nil {
+			l.lostWhy = map[int]string{}
+		}
+		l.lostWhy[rank] = why
+	}
 	l.mu.Unlock()
 	if !said {
 		l.say("rank %d lost: %s", rank, why)
@@ -432,15 +448,18 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 		l.mu.Lock()
 		// Each incarnation says its own losses and restarts, even when
 		// they read as those of an earlier one (the same rank lost twice).
-		l.lost, l.stopping, l.lines = nil, false, nil
+		l.lost, l.lostWhy, l.stopping, l.lines, l.pending, l.endedSeen = nil, nil, false, nil, nil, nil
 		l.out.ending.Store(false)
 		l.mu.Unlock()
 		code, procs, interrupted := l.incarnation(ctx, id, lines, star, inc, failures)
 		again := code == runtime.ExitLost && o.CheckpointDir != "" && ctx.Err() == nil && !interrupted && used < o.RestartMax
-		l.showOutput(procs, inc, again)
+		// An abandoned incarnation is marked with its last generation
+		// (in-place recoveries may have made more than its first); the
+		// output of one after a restart begins with its generation.
+		l.showOutput(procs, uint32(max(int(inc), l.gens.last())), again, used > 0)
 		if o.Stats != "" && !again {
 			l.out.mu.Lock()
-			writeStats(l.o.Stderr, o.Stats, statsReport(procs), isTerminal(l.o.Stderr))
+			writeStats(l.o.Stderr, o.Stats, statsReport(procs, l.gens.lostSight()), isTerminal(l.o.Stderr))
 			l.out.mu.Unlock()
 		}
 		for _, e := range l.out.lostErrs {
@@ -455,12 +474,16 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 				l.say("%s", cause)
 			}
 		}
+		if code == runtime.ExitLost && !interrupted && o.CheckpointDir == "" {
+			// The last line names the cause (docs/starlark.md §7).
+			l.say("%s", l.lossCause(procs, ""))
+		}
 		if code != runtime.ExitLost || o.CheckpointDir == "" || ctx.Err() != nil || interrupted {
 			return code
 		}
 		lost := l.lostRanks()
 		if !again {
-			l.say("rank %s lost and no restart left (%d of %d used)", joinInts(lost), used, o.RestartMax)
+			l.say("%s", l.lossCause(procs, fmt.Sprintf(" and no restart left (%d of %d used)", used, o.RestartMax)))
 			return code
 		}
 		for _, r := range lost {
@@ -478,6 +501,62 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 		used++
 		l.say("restart %d of %d: incarnation %d", used, o.RestartMax, inc+1)
 	}
+}
+
+// lossCause is the last line of a job that ended by a loss: "rank 1 lost:
+// killed by signal 9 (SIGKILL); ranks 0, 2 ended by it (H1611)", with
+// more after the lost ranks ("and no restart left (3 of 3 used)").
+func (l *launcher) lossCause(procs []*rankProc, more string) string {
+	lost := l.lostRanks()
+	l.mu.Lock()
+	var whys []string
+	same := true
+	for _, r := range lost {
+		whys = append(whys, l.lostWhy[r])
+		same = same && l.lostWhy[r] == l.lostWhy[lost[0]]
+	}
+	l.mu.Unlock()
+	var line string
+	switch {
+	case len(lost) == 0:
+		line = "the job lost a rank" + more
+	case same:
+		line = fmt.Sprintf("%s lost%s: %s", ranksWord(lost), more, whys[0])
+	default:
+		parts := make([]string, len(lost))
+		for i, r := range lost {
+			parts[i] = fmt.Sprintf("rank %d: %s", r, whys[i])
+		}
+		line = fmt.Sprintf("%s lost%s: %s", ranksWord(lost), more, strings.Join(parts, "; "))
+	}
+	var by []int
+	cs := map[string]bool{}
+	for _, p := range procs {
+		if p == nil || p.status == nil || !slices.Contains(lost, p.status.CauseRank) {
+			continue
+		}
+		if p.status.Code == codes.PeerLost.String() || p.status.Code == codes.JobEnded.String() {
+			by = append(by, p.rank)
+			cs[p.status.Code] = true
+		}
+	}
+	if len(by) > 0 {
+		var names []string
+		for c := range cs {
+			names = append(names, c)
+		}
+		sort.Strings(names)
+		seer := "rank"
+		if l.o.Spares > 0 {
+			seer = "slot"
+		}
+		word := seer + " " + joinInts(by)
+		if len(by) > 1 {
+			word = seer + "s " + joinInts(by)
+		}
+		line += fmt.Sprintf("; %s ended by it (%s)", word, strings.Join(names, ", "))
+	}
+	return line
 }
 
 func (l *launcher) lostRanks() []int {
@@ -757,6 +836,9 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 			l.stopAll(procs)
 		}
 	}
+	for _, m := range l.gens.unsaidLosses() {
+		l.say("%s", m)
+	}
 	if interrupted {
 		return code, procs, true
 	}
@@ -773,21 +855,38 @@ func isEnded(p *rankProc) bool {
 }
 
 // ended reads a rank's status record and says at once what is worth saying.
+// A loss is said once, with one cause whatever the order the processes
+// are seen to end in: the lost process's own end when the launcher sees it
+// (killed by a signal, its ssh failing), else what a survivor saw, said
+// when the lost process has ended too (pendingLoss).
 func (l *launcher) ended(p *rankProc) {
 	ws, _ := p.state.Sys().(syscall.WaitStatus)
+	defer l.gens.procEnded(p)
+	defer l.flushLoss(p.rank)
 	switch {
 	case l.stopping:
 		// The launcher is ending the job (an interrupt, or the job had
 		// failed): neither a rank's signal nor a peer it saw go is a loss.
 	case l.gens.recovers(p) && ws.Signaled():
 		// Said with the generation that replaces it (elastic.go).
-		l.gens.lostProc(p, fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal()))
+		l.gens.lostProc(p, signalWhy(ws))
 	case l.gens.recovers(p):
 		l.gens.lostProc(p, sshReason(p))
 	case ws.Signaled():
-		l.sayLost(p.rank, fmt.Sprintf("killed by signal %d (%v)", int(ws.Signal()), ws.Signal()))
+		l.sayLost(p.rank, signalWhy(ws))
 	case p.status != nil && p.status.Code == codes.PeerLost.String() && p.status.CauseRank >= 0:
-		l.sayLost(p.status.CauseRank, fmt.Sprintf("%s (seen by rank %d)", lossReason(p.status.Msg, p.status.CauseRank), p.rank))
+		// Processes are slots; with spares a slot is not its rank.
+		seer := "rank"
+		if l.o.Spares > 0 {
+			seer = "slot"
+		}
+		why := fmt.Sprintf("%s (seen by %s %d)", lossReason(p.status.Msg, p.status.CauseRank), seer, p.rank)
+		if own, ok := l.gens.sightOf(p.status.CauseRank); ok {
+			why = own // the lost slot's own end, seen already
+		} else if l.pendLoss(p.status.CauseRank, why) {
+			return
+		}
+		l.sayLost(p.status.CauseRank, why)
 	case p.status == nil && p.remote && p.state.ExitCode() == sshFailed:
 		// ssh failed (no connection, a refused key) or the remote rank
 		// died without a word (ssh exits 255 for a command killed by a
@@ -796,6 +895,72 @@ func (l *launcher) ended(p *rankProc) {
 	case p.status == nil && !p.state.Success():
 		l.say("rank %d on %s ended with exit status %d and no status record", p.rank, p.host, p.state.ExitCode())
 	}
+}
+
+// pendLoss keeps a survivor's sight of the loss of rank while the process
+// of rank's slot has not been seen to end, and reports whether it did: that
+// slot's own end, when it comes, says the loss (ended, flushLoss).
+func (l *launcher) pendLoss(rank int, why string) bool {
+	slot, ok := l.gens.slotOf(rank)
+	if !ok {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.endedSeen[slot] || l.lost[rank] {
+		return false
+	}
+	if l.pending == nil {
+		l.pending = map[int]pendingLoss{}
+	}
+	if _, ok := l.pending[slot]; !ok {
+		l.pending[slot] = pendingLoss{rank, why}
+	}
+	return true
+}
+
+// pendingLoss is a survivor's sight of a rank's loss (pendLoss).
+type pendingLoss struct {
+	rank int
+	why  string
+}
+
+// flushLoss marks slot's process ended and says the loss a survivor saw
+// of it: slot's own sight when it had one (a recoverable end, which no
+// generation said), else the survivor's.
+func (l *launcher) flushLoss(slot int) {
+	l.mu.Lock()
+	if l.endedSeen == nil {
+		l.endedSeen = map[int]bool{}
+	}
+	l.endedSeen[slot] = true
+	pl, ok := l.pending[slot]
+	delete(l.pending, slot)
+	l.mu.Unlock()
+	if ok {
+		if own, seen := l.gens.sightOf(pl.rank); seen {
+			pl.why = own
+		}
+		l.sayLost(pl.rank, pl.why)
+	}
+}
+
+// signalWhy says how a process ended by a signal ended:
+// "killed by signal 9 (SIGKILL)".
+func signalWhy(ws syscall.WaitStatus) string {
+	name := unix.SignalName(ws.Signal())
+	if name == "" {
+		name = ws.Signal().String()
+	}
+	return fmt.Sprintf("killed by signal %d (%s)", int(ws.Signal()), name)
+}
+
+// endWhy says how a process ended: "exit status 3", or signalWhy's words.
+func endWhy(st *os.ProcessState) string {
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return signalWhy(ws)
+	}
+	return fmt.Sprintf("exit status %d", st.ExitCode())
 }
 
 // sshFailed is the exit status of ssh for its own errors, and for a remote
@@ -822,7 +987,14 @@ func lossReason(msg string, rank int) string {
 		msg = msg[i+len(codes.PeerLost.String())+2:]
 	}
 	msg, _, _ = strings.Cut(msg, "\n")
-	return strings.TrimPrefix(msg, fmt.Sprintf("rank %d lost: ", rank))
+	msg = strings.TrimPrefix(msg, fmt.Sprintf("rank %d lost: ", rank))
+	// "rank 2 (slot 2) lost: …" of a job with spares none of which is left.
+	if rest, ok := strings.CutPrefix(msg, fmt.Sprintf("rank %d (slot ", rank)); ok {
+		if _, why, ok := strings.Cut(rest, ") lost: "); ok {
+			msg = why
+		}
+	}
+	return msg
 }
 
 // outcome is the launcher's exit status: 0 when every rank ended with 0; 75
@@ -867,8 +1039,9 @@ func (l *launcher) stopAll(procs []*rankProc) {
 // standard output lines on the launcher's standard output, then its
 // standard error lines on the launcher's standard error, each prefixed
 // "[rank i] ". The output of an abandoned generation (the job starts
-// again) is marked on each stream it is shown on.
-func (l *launcher) showOutput(procs []*rankProc, gen uint32, abandoned bool) {
+// again) is marked on each stream it is shown on, and so is the start of
+// the output of the generation after it (restarted).
+func (l *launcher) showOutput(procs []*rankProc, gen uint32, abandoned, restarted bool) {
 	defer func() {
 		for _, p := range procs {
 			if p != nil {
@@ -910,7 +1083,7 @@ func (l *launcher) showOutput(procs []*rankProc, gen uint32, abandoned bool) {
 	l.out.mu.Lock()
 	defer l.out.mu.Unlock()
 	wo, we := bufio.NewWriter(l.o.Stdout), bufio.NewWriter(l.o.Stderr)
-	head := [2]bool{!abandoned, !abandoned}
+	head := [2]bool{!abandoned && !restarted, !abandoned && !restarted}
 	for _, p := range procs {
 		if p == nil {
 			continue
@@ -920,10 +1093,12 @@ func (l *launcher) showOutput(procs []*rankProc, gen uint32, abandoned bool) {
 			if s.all.Len() == 0 {
 				continue
 			}
-			if !head[i] {
+			if !head[i] && abandoned {
 				fmt.Fprintf(w, "--- generation %d (abandoned) ---\n", gen)
-				head[i] = true
+			} else if !head[i] {
+				fmt.Fprintf(w, "--- generation %d ---\n", gen)
 			}
+			head[i] = true
 			writeSpool(w, s.prefix, &s.all)
 			w.Flush()
 			if s.all.err != nil {
@@ -991,7 +1166,7 @@ func (l *launcher) reportWaiting(procs []*rankProc, endedCh chan *rankProc, pend
 		case answered:
 			what = "in no Sperli call (computing)"
 		case isEnded(p):
-			what = fmt.Sprintf("ended (exit status %d)", p.state.ExitCode())
+			what = "ended: " + endWhy(p.state)
 		default:
 			what = "no answer (not a Sperli rank, or it does not read its control channel)"
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/charmbracelet/lipgloss"
@@ -59,6 +60,16 @@ type collStat struct {
 type report struct {
 	Ranks []rankStat `json:"sperli_stats"`
 	Colls []collStat `json:"collectives"`
+	// Lost are the processes lost without a status record: killed, or
+	// gone with their host.
+	Lost []lostStat `json:"lost,omitempty"`
+}
+
+// lostStat is a lost process of the --stats report. Rank is its slot, as
+// Rank of rankStat is.
+type lostStat struct {
+	Rank int    `json:"rank"`
+	Why  string `json:"why"`
 }
 
 // collKinds are the names a rank's status record may give its kinds of
@@ -98,11 +109,26 @@ func behind(waits []float64, eligible []bool) ([]float64, int) {
 }
 
 // statsReport builds the report from the ranks' status records; a rank
-// without a record (killed, not a Sperli rank) has none.
-func statsReport(procs []*rankProc) report {
+// without a record (killed, not a Sperli rank) has none, and is said lost
+// when it was: sight holds the launcher's sight of lost slots (the
+// generations'), and a process killed by a signal the launcher did not
+// send is lost too.
+func statsReport(procs []*rankProc, sight map[int]string) report {
 	var rep report
 	for _, p := range procs {
-		if p == nil || p.status == nil || p.status.Stats == nil {
+		if p == nil {
+			continue
+		}
+		if p.status == nil || p.status.Stats == nil {
+			why, ok := sight[p.rank]
+			if p.state == nil {
+				// never started
+			} else if ws, sig := p.state.Sys().(syscall.WaitStatus); !ok && sig && ws.Signaled() && !p.killed {
+				why, ok = signalWhy(ws), true
+			}
+			if ok {
+				rep.Lost = append(rep.Lost, lostStat{p.rank, why})
+			}
 			continue
 		}
 		st := *p.status.Stats
@@ -181,7 +207,14 @@ func writeStats(w io.Writer, mode string, rep report, terminal bool) {
 			mark,
 		})
 	}
-	writeTable(w, head, rows, func(row int) bool { return stats[row].Slowest }, terminal)
+	for _, l := range rep.Lost {
+		row := []string{strconv.Itoa(l.Rank)}
+		for len(row) < len(head)-1 {
+			row = append(row, "-")
+		}
+		rows = append(rows, append(row, "lost: "+l.Why))
+	}
+	writeTable(w, head, rows, func(row int) bool { return row < len(stats) && stats[row].Slowest }, terminal)
 	if len(rep.Colls) == 0 {
 		return
 	}

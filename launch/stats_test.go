@@ -31,7 +31,10 @@ func TestStatsReport(t *testing.T) {
 		nil,
 		{rank: 5},
 	}
-	rep := statsReport(procs)
+	rep := statsReport(procs, map[int]string{5: "killed by signal 9 (SIGKILL)"})
+	if len(rep.Lost) != 1 || rep.Lost[0] != (lostStat{5, "killed by signal 9 (SIGKILL)"}) {
+		t.Errorf("statsReport: lost %+v, want rank 5 killed by signal 9", rep.Lost)
+	}
 	if len(rep.Ranks) != 3 {
 		t.Fatalf("statsReport: %d ranks, want 3 (0, 1, 2): %+v", len(rep.Ranks), rep.Ranks)
 	}
@@ -57,7 +60,7 @@ func TestStatsReport(t *testing.T) {
 	even := statsReport([]*rankProc{
 		withStats(0, runtime.RankStats{Collectives: 1, CollWaitMS: 100, Coll: coll("barrier", 1, 100.0)}),
 		withStats(1, runtime.RankStats{Collectives: 1, CollWaitMS: 95, Coll: coll("barrier", 1, 95.0)}),
-	})
+	}, nil)
 	if even.Ranks[0].Slowest || even.Ranks[1].Slowest || even.Colls[0].Slowest != -1 {
 		t.Errorf("even waits: %+v", even)
 	}
@@ -65,7 +68,8 @@ func TestStatsReport(t *testing.T) {
 	var b strings.Builder
 	writeStats(&b, "table", rep, false)
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-	if len(lines) != 7 || !strings.HasPrefix(lines[4], "collective  calls  slowest rank") || !strings.HasPrefix(lines[5], "barrier     1      2 ") {
+	if len(lines) != 8 || !strings.HasPrefix(lines[4], "5     -  ") || !strings.HasSuffix(lines[4], " lost: killed by signal 9 (SIGKILL)") ||
+		!strings.HasPrefix(lines[5], "collective  calls  slowest rank") || !strings.HasPrefix(lines[6], "barrier     1      2 ") {
 		t.Errorf("table:\n%s", b.String())
 	}
 	b.Reset()

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -179,6 +180,15 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 	r.begin(slot, why)
 }
 
+// noSpare says why a loss cannot be recovered in place: "no spare left to
+// take its place", or the layout's own error.
+func noSpare(err error) string {
+	if errors.Is(err, elastic.ErrNoSpare) {
+		return "no spare left to take its place"
+	}
+	return fmt.Sprintf("it cannot be recovered in place (%v)", err)
+}
+
 // begin abandons this generation and starts the agreement on the next.
 func (r *recovery) begin(slot int, why string) {
 	if _, err := r.layout.Next(r.failedList()); err != nil {
@@ -186,7 +196,7 @@ func (r *recovery) begin(slot int, why string) {
 		// recovery, and the launcher may restart it.
 		rank, _ := r.layout.RankOf(slot)
 		r.end(&codes.Error{Code: codes.PeerLost, Rank: rank,
-			Msg:   fmt.Sprintf("rank %d (slot %d) lost: %s; no spare left to take its place (%v)", rank, slot, why, err),
+			Msg:   fmt.Sprintf("rank %d (slot %d) lost: %s; %s", rank, slot, why, noSpare(err)),
 			Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost}})
 		return
 	}

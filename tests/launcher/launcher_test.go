@@ -353,10 +353,13 @@ func TestRankKilled(t *testing.T) {
 					t.Errorf("launcher line %q: only rank 2 was lost", line)
 				}
 			}
-			if len(lost) != 1 {
-				t.Errorf("launcher says %d lines \"sperli: rank 2 lost: ...\", want 1:\n%s", len(lost), r.Stderr)
-			} else if strings.Count(lost[0], "rank 2 lost") != 1 {
-				t.Errorf("launcher line %q says \"rank 2 lost\" more than once", lost[0])
+			// Said once as it happens, with its one cause, and again as
+			// the last line with the ranks it ended.
+			all := lines(r.Stderr)
+			if len(lost) != 2 || lost[0] != "sperli: rank 2 lost: killed by signal 9 (SIGKILL)" ||
+				!regexp.MustCompile(`^sperli: rank 2 lost: killed by signal 9 \(SIGKILL\); ranks 0, 1 ended by it \(H161[12](, H1612)?\)$`).MatchString(lost[1]) ||
+				all[len(all)-1] != lost[1] {
+				t.Errorf("launcher says %q, want \"rank 2 lost: killed by signal 9 (SIGKILL)\" as it happens and, as the last line, with the ranks it ended:\n%s", lost, r.Stderr)
 			}
 			seen := 0
 			for rank := 0; rank < 2; rank++ {

@@ -340,13 +340,13 @@ func TestOutputDir(t *testing.T) {
 	}
 
 	// Without --output-dir: the abandoned generation's lines come under
-	// a mark, then the next generation's.
+	// a mark, then the next generation's under its own.
 	os.RemoveAll(filepath.Join(dir, "ck"))
 	r = sperliRun(t, env, dir, "run", "-n", "2", "--hosts", hostsFile, "--silence", "1000", "--checkpoint-dir", "ck", "gens.star")
 	if r.Code != 0 {
 		t.Fatalf("exit status %d, want 0 (one restart)\n%v", r.Code, r)
 	}
-	want := regexp.MustCompile(`^--- generation 0 \(abandoned\) ---\n\[rank 0\] out gen 0 rank 0\n(\[rank 1\] out gen 0 rank 1\n)?\[rank 0\] out gen 1 rank 0\n\[rank 0\] done gen 1 rank 0\n\[rank 1\] out gen 1 rank 1\n\[rank 1\] done gen 1 rank 1\n$`)
+	want := regexp.MustCompile(`^--- generation 0 \(abandoned\) ---\n\[rank 0\] out gen 0 rank 0\n(\[rank 1\] out gen 0 rank 1\n)?--- generation 1 ---\n\[rank 0\] out gen 1 rank 0\n\[rank 0\] done gen 1 rank 0\n\[rank 1\] out gen 1 rank 1\n\[rank 1\] done gen 1 rank 1\n$`)
 	if !want.MatchString(r.Stdout) {
 		t.Errorf("stdout:\n%s\nwant it to match %v", r.Stdout, want)
 	}

@@ -337,7 +337,7 @@ func restartLine(k, max int) string {
 }
 
 func noRestartLine(rank, max int) string {
-	return regexp.QuoteMeta(fmt.Sprintf("rank %d lost and no restart left (%d of %d used)", rank, max, max))
+	return regexp.QuoteMeta(fmt.Sprintf("rank %d lost and no restart left (%d of %d used): ", rank, max, max)) + `killed by signal 9 \(SIGKILL\)(; ranks? [\d, ]+ ended by it \(H16\d\d(, H16\d\d)*\))?`
 }
 
 // TestScheduledKill: a rank killed by SIGKILL between two checkpoints (by
