@@ -312,7 +312,8 @@ func TestInterrupt(t *testing.T) {
 }
 
 // interrupt sends SIGINT to the launcher l and checks that it ends at once
-// with exit status 1, saying so, and that nothing is left running.
+// with exit status 130 (128 + SIGINT), saying so, and that nothing is left
+// running.
 func interrupt(t *testing.T, j *job, l *proc) {
 	t.Helper()
 	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", l.Cmd.Process.Pid)); exe != sperli {
@@ -323,8 +324,8 @@ func interrupt(t *testing.T, j *job, l *proc) {
 		t.Fatal(err)
 	}
 	r := l.Wait(t, timeout)
-	if r.Code != 1 {
-		t.Errorf("%v\nwant exit status 1", r)
+	if r.Code != 130 {
+		t.Errorf("%v\nwant exit status 130", r)
 	}
 	if d := time.Since(sent); d > 5*time.Second {
 		t.Errorf("the launcher ended %v after SIGINT, want at once", d)
