@@ -465,6 +465,18 @@ func (r *recovery) report(kind, msg string, lost ...int) {
 	fmt.Fprintf(os.Stderr, "%s%s\n", GenPrefix, b)
 }
 
+// reportOwn writes a report of the program's goroutine (SetOnLoss's
+// "mode", Started's "start"): it reads nothing the recovery loop owns (the
+// layout, the failed set, the time of the loss), only this slot and what
+// the caller gives.
+func (r *recovery) reportOwn(kind string, gen int, msg string) {
+	if !r.job.Launched {
+		return
+	}
+	b, _ := json.Marshal(genReport{Kind: kind, Gen: gen, Slot: r.l.self, Rank: -1, Pid: os.Getpid(), Msg: msg})
+	fmt.Fprintf(os.Stderr, "%s%s\n", GenPrefix, b)
+}
+
 // ErrSpareDone is returned by await to a spare whose job finished without
 // needing it.
 var errSpareDone = fmt.Errorf("the job finished without needing this spare")
@@ -608,6 +620,6 @@ func (c *Comm) Layout() elastic.Layout {
 // calls it once joined.
 func (c *Comm) Started() {
 	if c.job.Incarnation > 0 {
-		c.links.rec.report("start", "")
+		c.links.rec.reportOwn("start", int(c.job.Incarnation), "")
 	}
 }

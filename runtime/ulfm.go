@@ -44,7 +44,7 @@ func (c *Comm) SetOnLoss(m LossMode) error {
 	}
 	if c.links.lossReturn.Swap(m == LossReturn) != (m == LossReturn) && c.links.rec != nil {
 		// The launcher keeps such a job running after a loss.
-		c.links.rec.report("mode", map[bool]string{true: "return", false: "recover"}[m == LossReturn])
+		c.links.rec.reportOwn("mode", 0, map[bool]string{true: "return", false: "recover"}[m == LossReturn])
 	}
 	return nil
 }
