@@ -63,6 +63,10 @@ type Options struct {
 	JobDir     string        // --job: reuse the identity of a `sperli job make` directory
 	Stats      string        // --stats: "" none, "table" or "json"
 	Timeout    time.Duration // --timeout: end the job after it, saying where each rank waits; 0 is none
+	// StatusEvery is --status-every: the refresh of the status line
+	// (status.go); 0 is none, or every statusEveryTerm with Live on a
+	// terminal.
+	StatusEvery time.Duration
 
 	Stdout io.Writer // the ranks' standard output
 	Stderr io.Writer // the ranks' standard error, and the launcher's own lines as they happen
@@ -202,11 +206,27 @@ func Run(ctx context.Context, o Options) int {
 		// the garbage of a flood of lines also when the machine is busy.
 		debug.SetMemoryLimit(launcherMemLimit)
 	}
-	l := &launcher{o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir, slots: o.Spares > 0},
+	var status *statusLine
+	every := statusEvery(o)
+	if every > 0 {
+		term := onTerminal(o.Stderr)
+		status = newStatusLine(o.Stderr, term)
+		if term && onTerminal(o.Stdout) {
+			o.Stdout = status.wrap(o.Stdout)
+		}
+		o.Stderr = status.wrap(o.Stderr)
+		defer status.stop()
+	}
+	l := &launcher{status: status, every: every, o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir, slots: o.Spares > 0},
 		replies: make(chan waitReply, 64), started: time.Now()}
 	l.gens.say = l.say
 	l.out.onGen = l.gens.report
 	l.out.onWaiting = func(rank int, w runtime.WaitRecord) {
+		l.waitMu.Lock()
+		if l.lastWait != nil {
+			l.lastWait[rank] = w
+		}
+		l.waitMu.Unlock()
 		select {
 		case l.replies <- waitReply{rank, w}:
 		default:
@@ -264,8 +284,15 @@ type launcher struct {
 	pending   map[int]pendingLoss // by slot
 	endedSeen map[int]bool        // by slot
 	replies   chan waitReply      // waiting records, as the ranks answer
-	gens      generations         // in-place recoveries (elastic.go)
-	started   time.Time
+	// status is the --live status line (status.go), nil when none;
+	// lastWait holds, under waitMu, each slot's latest waiting record.
+	status   *statusLine
+	every    time.Duration // its refresh
+	inc      uint32        // the incarnation running
+	waitMu   sync.Mutex
+	lastWait map[int]runtime.WaitRecord
+	gens     generations // in-place recoveries (elastic.go)
+	started  time.Time
 }
 
 type waitReply struct {
@@ -592,6 +619,7 @@ func lineName(file string, l hosts.Line) string {
 // returns the exit status, the ranks and whether it was interrupted.
 func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.Line, star bool, inc uint32, failures string) (int, []*rankProc, bool) {
 	o := l.o
+	l.inc = inc
 	n := o.N + o.Spares
 	table := make([]runtime.Host, n)
 	listeners := make([]*os.File, n)
@@ -790,6 +818,14 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		t := time.NewTimer(l.o.Timeout - time.Since(l.started))
 		defer t.Stop()
 		timeout = t.C
+	}
+	if l.status != nil {
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			l.statusLoop(procs, l.inc, l.every, stop)
+		}()
+		defer func() { close(stop); <-done; l.status.clear() }()
 	}
 	interrupted := false
 	code := runtime.ExitFail // of an interrupted job: 128 + the signal's number for a signal

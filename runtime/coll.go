@@ -182,7 +182,7 @@ func (c *Comm) mismatch(format string, args ...any) error {
 // for k (H1618), a frame of k that is not the same call, a frame or void of
 // an earlier call this rank completed (H1613), the sender finishing.
 func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (collFrame, error) {
-	defer leaveWait(enterWait(collWait{k, mine, from}))
+	defer leaveWait(enterWait(collWait{k, mine, from}, c.worldRank(c.rank), c.worldRank(from)))
 	kind := Kind(mine.Kind)
 	for waited := false; ; waited = true {
 		c.mu.Lock()

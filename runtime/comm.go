@@ -652,7 +652,7 @@ func (c *Comm) finishRecv(ctx context.Context, op *RecvOp, withdraw bool) ([]byt
 	}
 	op.busy = true
 	c.mu.Unlock()
-	defer leaveWait(enterWait(recvWait{op.r}))
+	defer leaveWait(enterWait(recvWait{op.r}, c.worldRank(c.rank), recvPeer(op.r)))
 	c.readUntil(ctx, op.r)
 	select {
 	case <-op.r.done:

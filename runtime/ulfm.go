@@ -345,7 +345,7 @@ func (c *Comm) Agree(ctx context.Context, flag uint64) (uint64, error) {
 	a.n -= len(a.early[key])
 	delete(a.early, key)
 	a.mu.Unlock()
-	defer leaveWait(enterWait(collWait{uint64(k), wire.Call{Kind: uint8(KindAgree)}, -1}))
+	defer leaveWait(enterWait(collWait{uint64(k), wire.Call{Kind: uint8(KindAgree)}, -1}, c.worldRank(c.rank), -1))
 	select {
 	case <-in.done:
 	case <-c.dead:

@@ -28,16 +28,26 @@ import (
 // WaitingPrefix starts the waiting record.
 const WaitingPrefix = "\x1esperli-waiting "
 
-// WaitRecord is the waiting record.
+// WaitRecord is the waiting record. Rank and For are job ranks, -1 when
+// unknown: the rank of the process that waits (when it waits in a call)
+// and the one it waits for (a named source, a collective's peer; -1 for
+// any source). The byte counters are the process's (stats.go), for the
+// --live status line.
 type WaitRecord struct {
-	Call string `json:"call"`
-	MS   int64  `json:"ms"`
+	Call      string `json:"call"`
+	MS        int64  `json:"ms"`
+	Rank      int    `json:"rank"`
+	For       int    `json:"for"`
+	SentBytes int64  `json:"sent_bytes"`
+	RecvBytes int64  `json:"recv_bytes"`
 }
 
-// waitInfo is one wait: what and since when.
+// waitInfo is one wait: what and since when, by which job rank (self)
+// for which (peer, -1 for none or any).
 type waitInfo struct {
-	what  fmt.Stringer
-	since time.Time
+	what       fmt.Stringer
+	since      time.Time
+	self, peer int
 }
 
 var current atomic.Pointer[waitInfo]
@@ -45,7 +55,7 @@ var current atomic.Pointer[waitInfo]
 // enterWait records that this process waits in what; leaveWait(the
 // result) ends that record. Both are cheap (one allocation, two atomic
 // operations): they sit on the receive path.
-func enterWait(what fmt.Stringer) *waitInfo {
+func enterWait(what fmt.Stringer, self, peer int) *waitInfo {
 	if rw, ok := what.(recvWait); ok {
 		select {
 		case <-rw.r.done:
@@ -55,7 +65,7 @@ func enterWait(what fmt.Stringer) *waitInfo {
 		default:
 		}
 	}
-	w := &waitInfo{what: what, since: time.Now()}
+	w := &waitInfo{what: what, since: time.Now(), self: self, peer: peer}
 	current.Store(w)
 	return w
 }
@@ -103,10 +113,19 @@ func (w collWait) String() string {
 	return fmt.Sprintf("%s (collective %d, waiting for rank %d)", describe(Kind(w.call.Kind), w.call), w.k, w.from)
 }
 
+// waitRecord is this process's waiting record now.
+func waitRecord() WaitRecord {
+	rec := WaitRecord{Rank: -1, For: -1, SentBytes: counters.sentBytes.Load(), RecvBytes: counters.recvBytes.Load()}
+	if w := current.Load(); w != nil {
+		rec.Call, rec.MS = w.what.String(), time.Since(w.since).Milliseconds()
+		rec.Rank, rec.For = w.self, w.peer
+	}
+	return rec
+}
+
 // writeWaiting writes the waiting record to w.
 func writeWaiting(w io.Writer) {
-	call, d := Waiting()
-	b, _ := json.Marshal(WaitRecord{Call: call, MS: d.Milliseconds()})
+	b, _ := json.Marshal(waitRecord())
 	waitOut.Lock()
 	defer waitOut.Unlock()
 	fmt.Fprintf(w, "%s%s\n", WaitingPrefix, b)
@@ -170,4 +189,12 @@ func (c *Comm) neverMatches(op *RecvOp) error {
 	w := recvWait{op.r}
 	return &codes.Error{Code: codes.Finished, Op: "recv", Rank: c.rank,
 		Msg: fmt.Sprintf("%s can never match: it is from this rank itself and no send to itself is pending (send before you receive)", w)}
+}
+
+// recvPeer is the job rank a receive waits for, -1 for any source.
+func recvPeer(r *recvOp) int {
+	if r.src == wire.AnySource {
+		return -1
+	}
+	return r.src
 }

@@ -12,16 +12,17 @@ import (
 // with the call the process waits in, or "" once it left it; other and
 // over-long lines are ignored.
 func TestWaitingRecord(t *testing.T) {
-	w := enterWait(recvWait{&recvOp{src: 1, tag: 7}})
+	w := enterWait(recvWait{&recvOp{src: 1, tag: 7}}, 0, 1)
 	var out bytes.Buffer
 	readControl(strings.NewReader("hello\n"+strings.Repeat("waiting", 100)+"\nwaiting\n"), &out)
 	leaveWait(w)
 	readControl(strings.NewReader("waiting"), &out) // no line end: the channel's end
-	c := enterWait(collWait{k: 3, call: wire.Call{Kind: uint8(KindBarrier)}, from: 2})
+	c := enterWait(collWait{k: 3, call: wire.Call{Kind: uint8(KindBarrier)}, from: 2}, 0, 2)
 	readControl(strings.NewReader("waiting\n"), &out)
 	leaveWait(c)
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	want := []string{"recv(source 1, tag 7)", "", "barrier (collective 3, waiting for rank 2)"}
+	wantFor := []int{1, -1, 2}
 	if len(lines) != len(want) {
 		t.Fatalf("%d records, want %d: %q", len(lines), len(want), out.String())
 	}
@@ -29,6 +30,9 @@ func TestWaitingRecord(t *testing.T) {
 		rec, ok := ParseWaiting(l)
 		if !ok || rec.Call != want[i] || rec.MS < 0 {
 			t.Errorf("record %d: %q (%v), want call %q", i, l, ok, want[i])
+		}
+		if wantRank := min(0, wantFor[i]); rec.For != wantFor[i] || rec.Rank != wantRank {
+			t.Errorf("record %d: rank %d for %d, want rank %d for %d", i, rec.Rank, rec.For, wantRank, wantFor[i])
 		}
 	}
 	if call, _ := Waiting(); call != "" {

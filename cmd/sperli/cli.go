@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -144,6 +145,9 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 			if cmd.Flags().Changed("timeout") && o.Timeout <= 0 {
 				return usageErr(cmd, "--timeout %v: want a positive duration (90s, 10m); leave it out for no timeout", o.Timeout)
 			}
+			if cmd.Flags().Changed("status-every") && o.StatusEvery < 10*time.Millisecond {
+				return usageErr(cmd, "--status-every %v: want 10ms or more", o.StatusEvery)
+			}
 			env, err := launch.ParseExports(exports)
 			if err != nil {
 				return usageErr(cmd, "%v", err)
@@ -187,6 +191,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.StringVar(&o.JobDir, "job", "", "reuse the job identity of a \"sperli job make\" directory (its hosts, certificates, key and checkpoint directory), to resume its checkpoints")
 	f.StringVar(&o.Stats, "stats", "", "at the end, a table per rank of where the time went (--stats=json: one JSON object), on stderr")
 	f.Lookup("stats").NoOptDefVal = "table"
+	f.DurationVar(&o.StatusEvery, "status-every", 0, "a status line (ranks running, generation, the slowest rank's call, bytes sent) refreshed this often: in place on a terminal, else a plain line each time (default with --live on a terminal: 500ms)")
 	f.DurationVar(&o.Timeout, "timeout", 0, "end the job after this long (a Go duration: 90s, 10m), saying which call each rank waits in; exit 1")
 	return cmd
 }
