@@ -5,7 +5,7 @@ BIN      := bin
 SPERLI   := $(BIN)/sperli
 FUZZTIME ?= 10s
 
-.PHONY: all build build-go run test test-hosts test-slurm race fuzz golden bench bench-coll bench-recovery verify clean
+.PHONY: all build build-go run test test-hosts test-slurm race fuzz golden bench bench-coll bench-recovery trace-picture verify clean
 
 all: build
 
@@ -79,6 +79,10 @@ verify:
 
 clean:
 	rm -rf $(BIN)
+
+# The trace picture of docs/starlark.md §7 (docs/trace-stencil.svg).
+trace-picture: build-go
+	sh scripts/trace-picture.sh
 
 # In-place recovery beside the launcher restart, and loss detection
 # (docs/benchmarks.md).

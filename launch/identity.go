@@ -52,6 +52,7 @@ type Spec struct {
 	Launched      bool
 	CheckpointDir string
 	Failures      string
+	Trace         bool      // --trace: the ranks write trace records
 	Expires       time.Time // token expiry
 }
 
@@ -99,6 +100,7 @@ func (id *Identity) Describe(s Spec, rank int) (*runtime.Job, error) {
 		Launched:      s.Launched,
 		CheckpointDir: s.CheckpointDir,
 		Failures:      s.Failures,
+		Trace:         s.Trace,
 	}
 	if rank == 0 || rank >= s.Size {
 		// Every spare may become rank 0, the COMMIT signer (SPEC §10.2).

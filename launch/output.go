@@ -151,6 +151,8 @@ type outputs struct {
 	// onGen receives a slot's generation report (runtime/recover.go); it
 	// returns the generation the slot entered, or -1.
 	onGen func(slot int, line []byte) int
+	// trace is the --trace log, nil when none.
+	trace *traceLog
 }
 
 // stream is one rank's standard output or standard error in one
@@ -171,6 +173,7 @@ type stream struct {
 	record spool  // the status record being read
 	wait   []byte // the waiting record being read
 	file   *os.File
+	tp     *traceProc // --trace: the process's track
 	status *runtime.Status
 	cur    []byte // the start of the current line
 	last   []byte // the start of the last line not blank (ssh's message)
@@ -187,7 +190,9 @@ const (
 	lineError
 	lineWaiting
 	lineGen
-	lineMark // the rank's own "generation g begins" on standard output
+	lineMark  // the rank's own "generation g begins" on standard output
+	lineTrace // a trace record (runtime/trace.go)
+	lineClock // a clock record
 )
 
 // maxWaiting bounds a waiting record.
@@ -234,8 +239,8 @@ func (s *stream) Write(p []byte) (int, error) {
 
 // classify reads the first bytes of a line until it knows its kind.
 func (s *stream) classify(p []byte) []byte {
-	prefixes := []string{runtime.StatusPrefix, runtime.ErrorPrefix, runtime.WaitingPrefix, runtime.GenPrefix}
-	kinds := []lineKind{lineStatus, lineError, lineWaiting, lineGen}
+	prefixes := []string{runtime.StatusPrefix, runtime.ErrorPrefix, runtime.WaitingPrefix, runtime.GenPrefix, runtime.TracePrefix, runtime.ClockPrefix}
+	kinds := []lineKind{lineStatus, lineError, lineWaiting, lineGen, lineTrace, lineClock}
 	if !s.isErr {
 		prefixes, kinds = []string{runtime.MarkPrefix}, []lineKind{lineMark}
 	}
@@ -282,7 +287,7 @@ func (s *stream) add(b []byte) {
 		s.record.Write(b)
 	case lineError:
 		s.errs.Write(b)
-	case lineWaiting, lineGen, lineMark:
+	case lineWaiting, lineGen, lineMark, lineTrace, lineClock:
 		if len(s.wait)+len(b) <= maxWaiting {
 			s.wait = append(s.wait, b...)
 		}
@@ -341,6 +346,15 @@ func (s *stream) endLine() {
 	case lineWaiting:
 		if w, ok := runtime.ParseWaiting(runtime.WaitingPrefix + string(s.wait)); ok && s.o.onWaiting != nil {
 			s.o.onWaiting(s.rank, w)
+		}
+		s.wait = s.wait[:0]
+	case lineTrace, lineClock:
+		if s.tp != nil && s.o.trace != nil {
+			if s.kind == lineTrace {
+				s.o.trace.rankRecord(s.tp, bytes.TrimSpace(s.wait))
+			} else {
+				s.o.trace.clockRecord(s.tp, bytes.TrimSpace(s.wait))
+			}
 		}
 		s.wait = s.wait[:0]
 	case lineMark:

@@ -67,6 +67,8 @@ type Options struct {
 	// (status.go); 0 is none, or every statusEveryTerm with Live on a
 	// terminal.
 	StatusEvery time.Duration
+	// Trace is --trace: the file the timeline is written to (trace.go).
+	Trace string
 
 	Stdout io.Writer // the ranks' standard output
 	Stderr io.Writer // the ranks' standard error, and the launcher's own lines as they happen
@@ -194,7 +196,8 @@ type rankProc struct {
 	state  *os.ProcessState
 	err    error
 	status *runtime.Status
-	killed bool // by stopAll: its end is no loss
+	killed bool       // by stopAll: its end is no loss
+	trace  *traceProc // --trace: its track
 }
 
 // Run launches the job and waits for it; it returns the exit status of
@@ -219,6 +222,9 @@ func Run(ctx context.Context, o Options) int {
 	}
 	l := &launcher{status: status, every: every, o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir, slots: o.Spares > 0},
 		replies: make(chan waitReply, 64), started: time.Now()}
+	if status != nil {
+		status.outMu = &l.out.mu
+	}
 	l.gens.say = l.say
 	l.out.onGen = l.gens.report
 	l.out.onWaiting = func(rank int, w runtime.WaitRecord) {
@@ -310,6 +316,9 @@ func (l *launcher) say(format string, args ...any) {
 		}
 	}
 	l.lines = append(l.lines, msg)
+	if l.out.trace != nil {
+		l.out.trace.launcherEvent(msg, nil, nil)
+	}
 	l.out.mu.Lock()
 	fmt.Fprintf(l.o.Stderr, "sperli: %s\n", msg)
 	l.out.mu.Unlock()
@@ -455,7 +464,22 @@ func (l *launcher) run(ctx context.Context) int {
 			return 2
 		}
 	}
-	return l.restarts(ctx, id, pl, star, failures)
+	if o.Trace != "" {
+		if l.out.trace, err = openTrace(o.Trace, &l.out.memUsed); err != nil {
+			l.say("%v", err)
+			return 2
+		}
+	}
+	code := l.restarts(ctx, id, pl, star, failures)
+	if l.out.trace != nil {
+		if err := l.out.trace.write(); err != nil {
+			l.say("%v", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
 }
 
 // FailureEnv is the test-only failure schedule of SPEC §9.5, read by the
@@ -657,7 +681,7 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 	}
 	spec := Spec{
 		Size: o.N, Spares: o.Spares, Incarnation: inc, Hosts: table, SilenceMS: o.SilenceMS, JoinMS: o.JoinMS,
-		Launched: true, CheckpointDir: o.CheckpointDir, Failures: failures,
+		Launched: true, CheckpointDir: o.CheckpointDir, Failures: failures, Trace: l.out.trace != nil,
 		Expires: time.Now().Add(join + 5*time.Minute),
 	}
 	// The working directory and the program go to remote hosts as
@@ -704,6 +728,10 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 		}
 		p.stdout = newStream(l.out, r, false, inc, fo)
 		p.stderr = newStream(l.out, r, true, inc, fe)
+		if l.out.trace != nil {
+			p.trace = l.out.trace.proc(inc, r, procName(l.out.unit(), r, table[r].Host, inc), !local)
+			p.stderr.tp = p.trace
+		}
 		p.cmd.Stdout = p.stdout
 		p.cmd.Stderr = p.stderr
 		p.cmd.WaitDelay = 5 * time.Second
@@ -733,6 +761,12 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 		if _, err := stdin.Write(line); err != nil {
 			// The rank died at once; its end is seen below.
 			_ = err
+		}
+		if p.trace != nil {
+			p.trace.started = time.Now()
+			if p.remote {
+				go p.trace.probe(stdin, p.ended)
+			}
 		}
 	}
 	for _, f := range listeners {
@@ -897,6 +931,9 @@ func isEnded(p *rankProc) bool {
 // when the lost process has ended too (pendingLoss).
 func (l *launcher) ended(p *rankProc) {
 	ws, _ := p.state.Sys().(syscall.WaitStatus)
+	if p.trace != nil {
+		l.out.trace.processEnded(p.trace, p.cmd.Process.Pid, endWhy(p.state))
+	}
 	defer l.gens.procEnded(p)
 	defer l.flushLoss(p.rank)
 	switch {

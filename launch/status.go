@@ -51,6 +51,7 @@ type statusLine struct {
 	term  bool      // in place, styled
 	w     io.Writer // the launcher's standard error, unwrapped
 	width func() int
+	outMu sync.Locker // the launcher's output lock (outputs.mu)
 
 	mu      sync.Mutex
 	text    string // what the line says now; "" before the first refresh
@@ -71,7 +72,7 @@ func onTerminal(w io.Writer) bool {
 }
 
 func newStatusLine(stderr io.Writer, term bool) *statusLine {
-	s := &statusLine{term: term, w: stderr, atStart: true, width: func() int { return 0 }}
+	s := &statusLine{term: term, w: stderr, atStart: true, width: func() int { return 0 }, outMu: &sync.Mutex{}}
 	if f, ok := stderr.(*os.File); ok && term {
 		s.width = func() int {
 			ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
@@ -146,7 +147,13 @@ func (s *statusLine) set(text string) {
 	}
 	s.text = text
 	if !s.term {
+		// Under the output lock, as every other line (never inside s.mu:
+		// the wrapped writers take s.mu inside it).
+		s.mu.Unlock()
+		s.outMu.Lock()
 		fmt.Fprintf(s.w, "sperli: status: %s\n", text)
+		s.outMu.Unlock()
+		s.mu.Lock()
 		return
 	}
 	s.eraseLocked()

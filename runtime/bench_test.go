@@ -203,3 +203,11 @@ func BenchmarkBareTLSRate1MiB(b *testing.B) {
 
 var _ = time.Second
 var _ net.Conn
+
+// BenchmarkRoundTrip64Traced is BenchmarkRoundTrip64 with the trace
+// records of --trace on (written to nowhere): what tracing costs a round
+// trip (two calls, their waits, four records).
+func BenchmarkRoundTrip64Traced(b *testing.B) {
+	defer runtime.TraceTo(io.Discard)()
+	BenchmarkRoundTrip64(b)
+}

@@ -517,14 +517,17 @@ func beginOutcome(table []byte, e uint64, rank int, ownErr error) error {
 // epoch is left as it was; a state over MaxState is H1616 on every rank.
 // state is not changed. A record or transfer of a peer that contradicts
 // the protocol ends the job (H1627).
-func (c *Comm) Checkpoint(ctx context.Context, state []byte) error {
+func (c *Comm) Checkpoint(ctx context.Context, state []byte) (err error) {
+	if sp := traceBegin(); sp.on() {
+		defer func() { sp.call("checkpoint", err, targ("bytes", len(state)), targ("epoch", int(c.ckpt.epoch))) }()
+	}
 	if err := c.subRefusal("checkpoint"); err != nil {
 		return err
 	}
 	c.ckptMu.Lock()
 	defer c.ckptMu.Unlock()
 	c.mu.Lock()
-	err := c.callableLocked("checkpoint")
+	err = c.callableLocked("checkpoint")
 	open := len(c.open)
 	c.mu.Unlock()
 	if err != nil {
@@ -846,6 +849,9 @@ func restoreOutcome(table []byte, epoch uint64, rank int, ownErr error) error {
 // copy, verified like the own file and written back. A record or transfer
 // of a peer that contradicts the protocol ends the job (H1627).
 func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
+	if sp := traceBegin(); sp.on() {
+		defer func() { sp.call("resume", err, targ("bytes", len(state)), targ("epoch", int(c.ckpt.epoch))) }()
+	}
 	if err := c.subRefusal("resume"); err != nil {
 		return nil, false, err
 	}

@@ -373,7 +373,7 @@ func (c *Comm) collective(ctx context.Context, mine wire.Call, argErr string, co
 //     returns before every rank has passed its checks: a void reaches
 //     everyone in time, and a rank that made another call is seen.
 //  3. The call returns when its frames are written.
-func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string, run func(cc *collCall) ([]byte, error)) ([]byte, error) {
+func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string, run func(cc *collCall) ([]byte, error)) (out []byte, err error) {
 	c.coll.mu.Lock()
 	defer c.coll.mu.Unlock()
 	if Kind(mine.Kind) < kindCkptBegin {
@@ -407,6 +407,11 @@ func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string
 	}()
 	kind := Kind(mine.Kind)
 	countColl(kind)
+	if sp := traceBegin(); sp.on() {
+		defer func() {
+			sp.call(kind.String(), err, targ("k", int(k)), targ("bytes", int(mine.Length)), targ("root", int(mine.Root)))
+		}()
+	}
 
 	if argErr != "" {
 		return nil, c.void(k, mine, argErr)

@@ -420,7 +420,12 @@ type RecvOp struct {
 // runtime: the caller must not change it. A dest or tag out of range, or
 // data over 16 MiB, is H1616; a finished communicator is H1617.
 func (c *Comm) Send(ctx context.Context, dest, tag int, data []byte) error {
-	return c.sendNow(ctx, dest, tag, data)
+	sp := traceBegin()
+	err := c.sendNow(ctx, dest, tag, data)
+	if sp.on() {
+		sp.call("send", err, targ("to", c.worldRankOr(dest)), targ("tag", tag), targ("bytes", len(data)))
+	}
+	return err
 }
 
 // StartSend starts sending data to rank dest with tag and returns at once.
@@ -519,7 +524,10 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 // FinishSend waits until the send is handed to the connection. Finishing an
 // operation twice, or one of another communicator, is H1617. When ctx ends
 // first, it returns ctx's error and the operation stays open.
-func (c *Comm) FinishSend(ctx context.Context, op *SendOp) error {
+func (c *Comm) FinishSend(ctx context.Context, op *SendOp) (err error) {
+	if sp := traceBegin(); sp.on() {
+		defer func() { sp.call("finish_send", err) }()
+	}
 	if op == nil {
 		return codes.New(codes.Finished, "finish_send: no operation")
 	}
@@ -533,7 +541,6 @@ func (c *Comm) FinishSend(ctx context.Context, op *SendOp) error {
 	}
 	op.busy = true
 	c.mu.Unlock()
-	var err error
 	select {
 	case <-op.f.done:
 		err = op.f.err
@@ -567,11 +574,16 @@ func (c *Comm) FinishSend(ctx context.Context, op *SendOp) error {
 // slice belongs to the caller. A source or tag out of range is H1616; a
 // lost peer is H1611 (H1612 when another rank saw the loss).
 func (c *Comm) Recv(ctx context.Context, source, tag int) ([]byte, error) {
+	sp := traceBegin()
 	op, err := c.StartRecv(source, tag)
-	if err != nil {
-		return nil, err
+	var data []byte
+	if err == nil {
+		data, err = c.finishRecv(ctx, op, true)
 	}
-	return c.finishRecv(ctx, op, true)
+	if sp.on() {
+		c.traceRecv(sp, "recv", op, err)
+	}
+	return data, err
 }
 
 // StartRecv posts a receive for the next message from source with tag and
@@ -618,7 +630,12 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 // open): the message it matches is kept for it and a later FinishRecv
 // returns it. An operation the program abandons is named by Finish (H1617).
 func (c *Comm) FinishRecv(ctx context.Context, op *RecvOp) ([]byte, error) {
-	return c.finishRecv(ctx, op, false)
+	sp := traceBegin()
+	data, err := c.finishRecv(ctx, op, false)
+	if sp.on() {
+		c.traceRecv(sp, "finish_recv", op, err)
+	}
+	return data, err
 }
 
 // finishRecv is FinishRecv; with withdraw, a wait that ctx ends takes the
@@ -761,6 +778,7 @@ func (c *Comm) Fail(err error) {
 // Finishing with operations still open is an error (H1617) that names them;
 // the communicator is finished all the same.
 func (c *Comm) Finish() error {
+	defer traceFlush()
 	if c.Sub() {
 		return c.finishSub()
 	}

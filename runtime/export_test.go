@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"io"
 	"net"
 	"time"
 
@@ -73,3 +74,10 @@ func RawWriteForTest(c *Comm, dest int, b []byte) error {
 // FrameCostForTest is frameCost: the credit a frame of n payload bytes
 // costs.
 var FrameCostForTest = frameCost
+
+// TraceTo turns the trace records on, written to w, until the returned
+// function turns them off (benchmarks of the cost of --trace).
+func TraceTo(w io.Writer) func() {
+	tracing.Store(&tracer{w: w})
+	return func() { traceFlush(); tracing.Store(nil) }
+}

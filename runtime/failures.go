@@ -117,6 +117,8 @@ func (c *Comm) failurePoint(point string, k int) {
 
 // die ends the process at once with SIGKILL: no bye, no flush.
 func (c *Comm) die() {
+	traceInstant("killed by the test failure schedule", TraceCalls)
+	traceFlush()
 	if c.job.Die != nil {
 		c.job.Die()
 		return

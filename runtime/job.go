@@ -63,6 +63,9 @@ type Job struct {
 	ListenFD      int    `json:"listen_fd,omitempty"` // an inherited listening socket, 0 = none
 	CheckpointDir string `json:"ckpt,omitempty"`
 	Failures      string `json:"failures,omitempty"` // SPERLI_TEST_FAILURE_SCHEDULE, test only
+	// Trace turns on the trace records of a launched rank (trace.go):
+	// `sperli run --trace FILE`.
+	Trace bool `json:"trace,omitempty"`
 
 	// Not part of the description; set by ReadJob or by an embedder.
 

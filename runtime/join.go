@@ -108,7 +108,7 @@ func temporaryAccept(err error) bool {
 // first check that refused this rank, or when the join window ends without
 // a peer with that peer's last refusal code (H1610 if there was none).
 // Cancelling ctx cancels the join.
-func Init(ctx context.Context, j *Job) (*Comm, error) {
+func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
@@ -137,6 +137,13 @@ func Init(ctx context.Context, j *Job) (*Comm, error) {
 	// The control channel is watched from the start: a launcher that goes
 	// while the rank still joins (it was interrupted, another rank could
 	// not be started) ends the join at once, not at the join window's end.
+	if j.Launched && j.Trace {
+		startTrace(os.Stderr)
+		sp := traceBegin()
+		defer func() {
+			sp.call("join", err, targ("slot", j.Rank), targ("size", j.Size), targ("spares", j.Spares), targ("incarnation", int(j.Incarnation)))
+		}()
+	}
 	if j.Launched && j.Control != nil {
 		c.ctlGone = make(chan struct{})
 		go func() { readControl(j.Control, os.Stderr); close(c.ctlGone) }()

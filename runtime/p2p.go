@@ -86,11 +86,18 @@ func (c *Comm) envelope(r *recvOp) Envelope {
 // got: source may be AnySource and tag AnyTag. Of the messages that fit, it
 // takes the one that arrived first, so one source's messages stay in order.
 func (c *Comm) RecvFrom(ctx context.Context, source, tag int) ([]byte, Envelope, error) {
+	sp := traceBegin()
 	op, err := c.StartRecv(source, tag)
 	if err != nil {
+		if sp.on() {
+			c.traceRecv(sp, "recv_from", nil, err)
+		}
 		return nil, Envelope{}, err
 	}
 	data, err := c.finishRecv(ctx, op, true)
+	if sp.on() {
+		c.traceRecv(sp, "recv_from", op, err)
+	}
 	if err != nil {
 		return nil, Envelope{}, err
 	}
@@ -100,7 +107,12 @@ func (c *Comm) RecvFrom(ctx context.Context, source, tag int) ([]byte, Envelope,
 // Probe waits for a message that fits source and tag (wildcards allowed)
 // and tells its source, tag and length without receiving it: the next
 // receive that names them gets it. Ranges are checked as for Recv (H1616).
-func (c *Comm) Probe(ctx context.Context, source, tag int) (Envelope, error) {
+func (c *Comm) Probe(ctx context.Context, source, tag int) (env Envelope, err error) {
+	if sp := traceBegin(); sp.on() {
+		defer func() {
+			sp.call("probe", err, targ("from", c.worldRankOr(env.Source)), targ("tag", env.Tag), targ("bytes", env.Length))
+		}()
+	}
 	r, err := c.recvOpFor("probe", source, tag)
 	if err != nil {
 		return Envelope{}, err
@@ -168,7 +180,13 @@ func (c *Comm) Iprobe(source, tag int) (env Envelope, ok bool, err error) {
 // send starts, so a ring shift where every rank sends to its right and
 // receives from its left never deadlocks, whatever the message size. data
 // belongs to the runtime from the call on; the result is new.
-func (c *Comm) Sendrecv(ctx context.Context, dest, sendtag int, data []byte, source, recvtag int) ([]byte, Envelope, error) {
+func (c *Comm) Sendrecv(ctx context.Context, dest, sendtag int, data []byte, source, recvtag int) (got []byte, env Envelope, err error) {
+	if sp := traceBegin(); sp.on() {
+		defer func() {
+			sp.call("sendrecv", err, targ("to", c.worldRankOr(dest)), targ("sendtag", sendtag), targ("bytes", len(data)),
+				targ("from", c.worldRankOr(env.Source)), targ("recvtag", env.Tag), targ("got_bytes", len(got)))
+		}()
+	}
 	if err := c.checkPeer("sendrecv", dest); err != nil {
 		return nil, Envelope{}, err
 	}
@@ -191,7 +209,7 @@ func (c *Comm) Sendrecv(ctx context.Context, dest, sendtag int, data []byte, sou
 		c.abandonRecv(rop)
 		return nil, Envelope{}, err
 	}
-	got, err := c.finishRecv(ctx, rop, true)
+	got, err = c.finishRecv(ctx, rop, true)
 	if err != nil {
 		return nil, Envelope{}, err
 	}

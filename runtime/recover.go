@@ -147,6 +147,7 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 		return
 	}
 	r.failed[slot] = why
+	traceInstant(fmt.Sprintf("slot %d lost", slot), TraceRecovery, tstr("why", why))
 	if p := r.l.peers[slot]; p != nil {
 		p.close()
 	}
@@ -344,6 +345,7 @@ func (r *recovery) switchTo(l elastic.Layout) {
 	for _, s := range l.Lost {
 		if _, ok := r.failed[s]; !ok {
 			r.failed[s] = "declared lost by the agreement"
+			traceInstant(fmt.Sprintf("slot %d lost", s), TraceRecovery, tstr("why", r.failed[s]))
 			if p := r.l.peers[s]; p != nil {
 				p.close()
 			}
@@ -461,6 +463,11 @@ func (r *recovery) report(kind, msg string, lost ...int) {
 	if lost != nil {
 		rep.Lost = lost
 	}
+	if kind == "generation" && !r.lossAt.IsZero() {
+		traceSpanSince(fmt.Sprintf("recovery to generation %d", l.Gen), TraceRecovery, r.lossAt, tstr("lost", fmt.Sprint(rep.Lost)), tstr("cause", rep.Cause))
+	} else {
+		traceInstant(fmt.Sprintf("%s %d", kind, l.Gen), TraceRecovery, tstr("msg", msg))
+	}
 	b, _ := json.Marshal(rep)
 	fmt.Fprintf(os.Stderr, "%s%s\n", GenPrefix, b)
 }
@@ -472,6 +479,9 @@ func (r *recovery) report(kind, msg string, lost ...int) {
 func (r *recovery) reportOwn(kind string, gen int, msg string) {
 	if !r.job.Launched {
 		return
+	}
+	if kind == "start" {
+		traceInstant(fmt.Sprintf("generation %d begins", gen), TraceCalls)
 	}
 	b, _ := json.Marshal(genReport{Kind: kind, Gen: gen, Slot: r.l.self, Rank: -1, Pid: os.Getpid(), Msg: msg})
 	fmt.Fprintf(os.Stderr, "%s%s\n", GenPrefix, b)

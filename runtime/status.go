@@ -170,6 +170,7 @@ func Exit(c *Comm, err error) int {
 		}
 		return ExitStatus(err)
 	}
+	traceFlush()
 	if err != nil {
 		WriteError(os.Stderr, err)
 	}

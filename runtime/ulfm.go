@@ -137,6 +137,7 @@ func (c *Comm) Failed() []int {
 // H1626, except Failed, Agree and Shrink. It reaches every rank even when
 // this one is lost meanwhile: each rank passes it on once.
 func (c *Comm) Revoke() error {
+	traceInstant("revoke", TraceCalls)
 	c.revoke(-1)
 	return nil
 }
@@ -299,7 +300,10 @@ const (
 // the same on every live rank. It works on a revoked communicator. It
 // needs a majority of c's ranks live (else H1611: two sides of a
 // partition must not both go on).
-func (c *Comm) Agree(ctx context.Context, flag uint64) (uint64, error) {
+func (c *Comm) Agree(ctx context.Context, flag uint64) (out uint64, err error) {
+	if sp := traceBegin(); sp.on() {
+		defer func() { sp.call("agree", err, targ("flag", int(flag)), targ("result", int(out))) }()
+	}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -355,7 +359,7 @@ func (c *Comm) Agree(ctx context.Context, flag uint64) (uint64, error) {
 	}
 	a.mu.Lock()
 	v, _ := eng.Decided()
-	err := eng.Err()
+	err = eng.Err()
 	a.mu.Unlock()
 	if err != nil {
 		return 0, err
@@ -409,7 +413,10 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) { return c.regroup(ctx
 // rank lost it returns c; without spares enough it is H1611.
 func (c *Comm) Grow(ctx context.Context) (*Comm, error) { return c.regroup(ctx, "grow") }
 
-func (c *Comm) regroup(ctx context.Context, op string) (*Comm, error) {
+func (c *Comm) regroup(ctx context.Context, op string) (nc *Comm, err error) {
+	if sp := traceBegin(); sp.on() {
+		defer func() { sp.call(op, err, targ("size", c.size)) }()
+	}
 	if c.Sub() {
 		return nil, &codes.Error{Code: codes.Finished, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: only the job's communicator is shrunk or grown; split the result again", op)}
 	}

@@ -76,6 +76,9 @@ func leaveWait(w *waitInfo) {
 	}
 	current.CompareAndSwap(w, nil)
 	countWait(w)
+	if tracing.Load() != nil {
+		traceSpanSince("wait", TraceCalls, w.since, tstr("what", w.what.String()), targ("for", w.peer))
+	}
 }
 
 // Waiting returns the call this process waits in and for how long; ""
@@ -150,8 +153,11 @@ func readControl(r io.Reader, w io.Writer) {
 			}
 			continue
 		}
-		if strings.TrimSpace(string(line)) == "waiting" {
+		switch strings.TrimSpace(string(line)) {
+		case "waiting":
 			writeWaiting(w)
+		case "clock":
+			writeClock(w)
 		}
 		if err != nil {
 			return

@@ -65,7 +65,7 @@ func newRoot() *cobra.Command {
 	})
 	root.AddCommand(newRun(), newRank(), newJob(), newBench(), newCodes(), newVersion())
 	root.AddCommand(newBenchRanks()...)
-	root.AddCommand(newMan())
+	root.AddCommand(newMan(), newTrace())
 	root.InitDefaultCompletionCmd()
 	root.InitDefaultHelpCmd()
 	for _, c := range root.Commands() {
@@ -157,6 +157,11 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 				if !strings.HasSuffix(o.Program, ".star") {
 					return usageErr(cmd, "run: an executable PROGRAM needs -n")
 				}
+				for _, f := range []string{"trace", "status-every"} {
+					if cmd.Flags().Changed(f) {
+						return usageErr(cmd, "--%s: goes with a job (-n N); without -n the program runs alone", f)
+					}
+				}
 				return runAlone(o)
 			}
 			o.Stdout, o.Stderr = os.Stdout, os.Stderr
@@ -191,6 +196,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.StringVar(&o.JobDir, "job", "", "reuse the job identity of a \"sperli job make\" directory (its hosts, certificates, key and checkpoint directory), to resume its checkpoints")
 	f.StringVar(&o.Stats, "stats", "", "at the end, a table per rank of where the time went (--stats=json: one JSON object), on stderr")
 	f.Lookup("stats").NoOptDefVal = "table"
+	f.StringVar(&o.Trace, "trace", "", "write a timeline of every rank's calls, waits and recoveries to this file (Trace Event Format: Perfetto, chrome://tracing, speedscope; sperli trace FILE draws it as SVG)")
 	f.DurationVar(&o.StatusEvery, "status-every", 0, "a status line (ranks running, generation, the slowest rank's call, bytes sent) refreshed this often: in place on a terminal, else a plain line each time (default with --live on a terminal: 500ms)")
 	f.DurationVar(&o.Timeout, "timeout", 0, "end the job after this long (a Go duration: 90s, 10m), saying which call each rank waits in; exit 1")
 	return cmd

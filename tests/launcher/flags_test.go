@@ -74,6 +74,10 @@ func TestFlagErrors(t *testing.T) {
 		{"--timeout zero", []string{"run", "-n", "2", "--timeout", "0", prog}, []string{"--timeout 0s", "positive"}},
 		{"--output-mode unknown", []string{"run", "-n", "2", "--output-dir", "o", "--output-mode", "keep", prog}, []string{"--output-mode", "keep", "overwrite or append"}},
 		{"--output-mode alone", []string{"run", "-n", "2", "--output-mode", "append", prog}, []string{"--output-mode append", "--output-dir"}},
+		{"--status-every too short", []string{"run", "-n", "2", "--status-every", "1ms", prog}, []string{"--status-every 1ms", "10ms or more"}},
+		{"--trace without a job", []string{"run", "--trace", "t.json", "alone.star"}, []string{"--trace", "-n"}},
+		{"--status-every without a job", []string{"run", "--status-every", "1s", "alone.star"}, []string{"--status-every", "-n"}},
+		{"sperli trace --from after --to", []string{"trace", "t.json", "--from", "5", "--to", "2"}, []string{"--from 5 --to 2"}},
 		{"codes unknown", []string{"codes", "H1700"}, []string{"H1700", "no such code"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

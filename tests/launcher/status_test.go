@@ -36,24 +36,26 @@ func TestStatusLine(t *testing.T) {
 	t.Run("plain", func(t *testing.T) {
 		dir := t.TempDir()
 		prog := writeFile(t, filepath.Join(dir, "stuck.star"), stuck, 0o644)
-		l := start(t, baseEnv, dir, "run", "-n", "3", "--status-every", "20ms", prog)
+		cmd := exec.Command(sperli, "run", "-n", "3", "--status-every", "20ms", prog)
+		cmd.Dir, cmd.Env = dir, baseEnv
+		out := &syncBuffer{}
+		p := startInto(t, cmd, out)
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		if !poll(ctx, func() bool { return statusRE.MatchString(l.Stderr.String()) }) {
-			l.Stop()
-			t.Fatalf("no status line naming rank 0 within %v:\n%s", timeout, &l.Stderr)
+		if !poll(ctx, func() bool { return statusRE.MatchString(out.String()) }) {
+			t.Fatalf("no status line naming rank 0 within %v:\n%s", timeout, out.String())
 		}
-		if err := l.Cmd.Process.Signal(os.Interrupt); err != nil {
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
 			t.Fatal(err)
 		}
-		r := l.Wait(t, timeout)
+		r := p.Wait(t, timeout)
 		if r.Code != 130 {
-			t.Errorf("exit status %d after the interrupt, want 130\n%v", r.Code, r)
+			t.Errorf("exit status %d after the interrupt, want 130\n%s", r.Code, r.Stdout)
 		}
-		if strings.Contains(r.Stderr, "\x1b") {
-			t.Errorf("a status line not on a terminal has escapes: %q", r.Stderr)
+		if strings.Contains(r.Stdout, "\x1b") {
+			t.Errorf("a status line not on a terminal has escapes: %q", r.Stdout)
 		}
-		for _, line := range lines(r.Stderr) {
+		for _, line := range lines(r.Stdout) {
 			if strings.HasPrefix(line, "sperli: status: ") && !regexp.MustCompile(`^sperli: status: \d/3 ranks running · `).MatchString(line) {
 				t.Errorf("status line %q: want it to begin with the ranks running", line)
 			}
@@ -71,7 +73,9 @@ func TestStatusLine(t *testing.T) {
 		p := startInto(t, cmd, out)
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		if !poll(ctx, func() bool { return statusRE.MatchString(out.String()) && strings.Contains(out.String(), "rank 1 got it") }) {
+		if !poll(ctx, func() bool {
+			return statusRE.MatchString(out.String()) && strings.Contains(out.String(), "rank 1 got it")
+		}) {
 			t.Fatalf("no status line naming rank 0 within %v:\n%q", timeout, out.String())
 		}
 		var launcher int
