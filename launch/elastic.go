@@ -36,6 +36,9 @@ type generations struct {
 	lostAt  map[int]time.Time    // slot → when its process was seen to end
 	lostWhy map[int]string
 	gone    map[int]bool // slots lost and replaced in place
+	// goneCh is signalled when gone grows (the wait loop ends replaced
+	// slots' processes that are left: endReplaced).
+	goneCh chan struct{}
 	// returning: the program manages its losses (set_on_loss("return")):
 	// a lost process does not end the job.
 	returning bool
@@ -255,6 +258,7 @@ func (g *generations) report(slot int, line []byte) int {
 		for _, s := range r.Lost {
 			g.gone[s] = true // its end is no loss of the job
 		}
+		g.goneGrewLocked()
 		g.mu.Unlock()
 		g.say("%s", r.Msg)
 		return -1
@@ -291,6 +295,26 @@ func (g *generations) seenLocked(slot int, r genLine) {
 	}
 	g.seen[r.Gen][slot] = true
 	g.trySayLocked(r)
+}
+
+func (g *generations) goneGrewLocked() {
+	if g.goneCh == nil {
+		g.goneCh = make(chan struct{}, 1)
+	}
+	select {
+	case g.goneCh <- struct{}{}:
+	default:
+	}
+}
+
+// goneGrew is signalled when a slot was replaced in place.
+func (g *generations) goneGrew() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.goneCh == nil {
+		g.goneCh = make(chan struct{}, 1)
+	}
+	return g.goneCh
 }
 
 // heldMax bounds how long a generation waits for the launcher to see its
@@ -371,6 +395,7 @@ func (g *generations) sayLocked(r genLine) {
 		}
 	}
 	var parts []string
+	defer g.goneGrewLocked()
 	for _, s := range r.Lost {
 		g.gone[s] = true
 		why := g.lostWhy[s]

@@ -861,6 +861,7 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		}()
 		defer func() { close(stop); <-done; l.status.clear() }()
 	}
+	replacedCh := l.gens.goneGrew()
 	interrupted := false
 	code := runtime.ExitFail // of an interrupted job: 128 + the signal's number for a signal
 	for pending > 0 {
@@ -868,12 +869,15 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		case p := <-endedCh:
 			pending--
 			l.ended(p)
-			if !p.state.Success() {
+			if !p.state.Success() && !p.killed {
 				l.gens.badEnd()
 			}
-			if !p.state.Success() && backstop == nil && !l.gens.recovers(p) {
+			l.endReplaced(procs)
+			if !p.state.Success() && !p.killed && backstop == nil && !l.gens.recovers(p) {
 				backstop = time.After(silence + 3*time.Second)
 			}
+		case <-replacedCh:
+			l.endReplaced(procs)
 		case <-backstop:
 			for _, p := range procs {
 				if !isEnded(p) {
@@ -915,6 +919,30 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 	return l.outcome(procs), procs, false
 }
 
+// endReplaced ends the processes of slots that were lost and replaced in
+// place once nothing else of the job runs: a slot stopped past the silence
+// limit (SIGSTOP, a hung host) is a zombie the others have left; it would
+// keep the launcher waiting for ever.
+func (l *launcher) endReplaced(procs []*rankProc) {
+	var left []*rankProc
+	for _, p := range procs {
+		if p != nil && !isEnded(p) && !p.killed {
+			if !l.gens.replaced(p.rank) {
+				return // a live slot still runs
+			}
+			left = append(left, p)
+		}
+	}
+	for _, p := range left {
+		l.say("slot %d was replaced and did not end; killed", p.rank)
+		p.killed = true
+		p.stdin.Close()
+		if p.cmd.Process != nil {
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+}
+
 func isEnded(p *rankProc) bool {
 	select {
 	case <-p.ended:
@@ -940,6 +968,8 @@ func (l *launcher) ended(p *rankProc) {
 	case l.stopping:
 		// The launcher is ending the job (an interrupt, or the job had
 		// failed): neither a rank's signal nor a peer it saw go is a loss.
+	case p.killed:
+		// A replaced slot the launcher ended (endReplaced): said there.
 	case l.gens.recovers(p) && ws.Signaled():
 		// Said with the generation that replaces it (elastic.go).
 		l.gens.lostProc(p, signalWhy(ws))
