@@ -206,6 +206,15 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 			c.mu.Unlock()
 			return collFrame{}, err // SPEC §10.3: a collective that needs a lost rank
 		}
+		if len(c.failedSlots) > 0 {
+			// Every member is needed: this rank may wait for a live one that
+			// met the loss and left the call (SPEC §10.3), so the loss of
+			// any member ends the call here too.
+			if r, why, lost := c.anyFailedLocked(); lost {
+				c.mu.Unlock()
+				return collFrame{}, c.lostErr(kind.String(), r, why)
+			}
+		}
 		for r, q := range c.coll.queues {
 			for len(q) > 0 && q[0].seq < k {
 				if !c.coll.voided[q[0].seq] {
@@ -335,7 +344,7 @@ func (cc *collCall) send(to int, flags uint16, data []byte) error {
 	head := wire.AppendCall(make([]byte, 0, wire.CallSize), cc.mine)
 	f := &outFrame{h: wire.Header{Type: wire.Collective, Incarnation: cc.c.inc, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, head: head, payload: data, counted: true, done: make(chan struct{})}
 	cc.sent = append(cc.sent, f)
-	return cc.c.peerAt(to).enqueue(f)
+	return cc.c.linkErr(Kind(cc.mine.Kind).String(), to, cc.c.peerAt(to).enqueue(f))
 }
 
 // take returns the next frame of the call from rank from (Comm.take).

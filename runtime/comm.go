@@ -329,10 +329,14 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 		if from >= 0 {
 			c.mu.Lock()
 			ops := c.match.cancelFrom(from)
+			wild := c.anySourceEndsLocked(-1, "") // errors set
 			c.mu.Unlock()
 			for _, op := range ops {
 				// The same error as a receive posted after the bye (StartRecv).
 				op.err = &codes.Error{Code: codes.Finished, Op: "recv", Rank: from, Msg: fmt.Sprintf("recv: rank %d has finished: recv(%d, %d) can never be matched", from, from, op.tag)}
+				close(op.done)
+			}
+			for _, op := range wild {
 				close(op.done)
 			}
 		}
@@ -512,13 +516,27 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 	}
 	c.mu.Unlock()
 	f := &outFrame{h: wire.Header{Type: wire.Data, Incarnation: c.inc, Tag: uint32(tag), Seq: uint64(c.ctxID), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
-	err := p.send(f, true)
-	if err != nil && codes.As(err) == nil {
-		if de := c.deadErr(); de != nil {
-			return de
-		}
+	return c.linkErr("send", dest, p.send(f, true))
+}
+
+// linkErr is the error of a call whose frame to rank to of c could not be
+// sent: a code, never a raw network error — the job's end, the loss of to
+// the runtime knows, else to's loss itself (its connection broke: the
+// detector says so soon after).
+func (c *Comm) linkErr(op string, to int, err error) error {
+	if err == nil || codes.As(err) != nil {
+		return err
 	}
-	return err
+	if de := c.deadErr(); de != nil {
+		return de
+	}
+	c.mu.Lock()
+	e := c.peerFailedLocked(op, to)
+	c.mu.Unlock()
+	if e != nil {
+		return e
+	}
+	return c.lostErr(op, to, fmt.Sprintf("the connection broke (%v)", err))
 }
 
 // FinishSend waits until the send is handed to the connection. Finishing an
@@ -557,11 +575,7 @@ func (c *Comm) FinishSend(ctx context.Context, op *SendOp) (err error) {
 		c.mu.Unlock()
 		return ctx.Err()
 	}
-	if err != nil && codes.As(err) == nil {
-		if de := c.deadErr(); de != nil {
-			err = de
-		}
-	}
+	err = c.linkErr("send", op.dest, err)
 	c.mu.Lock()
 	delete(c.open, op)
 	op.finished = true
@@ -620,6 +634,7 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 		close(r.done)
 		return op, nil
 	}
+	r.lossesAtPost = len(c.failedSlots)
 	c.mu.Unlock()
 	return op, nil
 }
@@ -667,15 +682,26 @@ func (c *Comm) finishRecv(ctx context.Context, op *RecvOp, withdraw bool) ([]byt
 		c.mu.Unlock()
 		return nil, &codes.Error{Code: codes.Finished, Op: "finish_recv", Rank: -1, Msg: fmt.Sprintf("finish_recv: %s is not open (finished already?)", op.String())}
 	}
+	if op.r.anySrc {
+		if err := c.anySourceEndedLocked(op.r); err != nil {
+			// SPEC §10.3: it would wait for ever. It is taken back.
+			c.match.withdraw(op.r)
+			delete(c.open, op)
+			c.mu.Unlock()
+			return nil, err
+		}
+		op.r.waiting = true // a loss or the last bye ends it (anySourceEndsLocked)
+	}
 	op.busy = true
 	c.mu.Unlock()
-	defer leaveWait(enterWait(recvWait{op.r}, c.worldRank(c.rank), recvPeer(op.r)))
+	defer leaveWait(enterWait(recvWait{r: op.r, c: c}, c.worldRank(c.rank), recvPeer(op.r)))
 	c.readUntil(ctx, op.r)
 	select {
 	case <-op.r.done:
 	case <-ctx.Done():
 		c.mu.Lock()
 		op.busy = false
+		op.r.waiting = false
 		if !withdraw || c.match.withdraw(op.r) {
 			if withdraw {
 				delete(c.open, op)

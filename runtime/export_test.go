@@ -81,3 +81,14 @@ func TraceTo(w io.Writer) func() {
 	tracing.Store(&tracer{w: w})
 	return func() { traceFlush(); tracing.Store(nil) }
 }
+
+// WaitText is what the waiting record says of op waiting in c.
+func WaitText(c *Comm, op *RecvOp) string { return recvWait{r: op.r, c: c}.String() }
+
+// ProbesWaiting is how many probes wait in c's job (a test waits for one
+// to be posted).
+func ProbesWaiting(c *Comm) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.match.probes)
+}

@@ -41,6 +41,10 @@ type recvOp struct {
 	gotLen int
 
 	finished bool // finish_recv was called; guarded by Comm.mu
+	// An any-source receive: the losses known when it was posted, and
+	// whether a call waits in it now (p2p.go); guarded by Comm.mu.
+	lossesAtPost int
+	waiting      bool
 }
 
 // fits reports whether a message from src with tag fits op. ANY_TAG is

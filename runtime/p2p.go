@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"sperli/codes"
 	"sperli/wire"
@@ -126,6 +127,12 @@ func (c *Comm) Probe(ctx context.Context, source, tag int) (env Envelope, err er
 		c.mu.Unlock()
 		return c.envelope(r), nil
 	}
+	if r.anySrc && !c.someCanSendLocked() {
+		c.match.withdraw(r)
+		c.mu.Unlock()
+		return Envelope{}, c.noSenderErr(r)
+	}
+	r.waiting = true
 	if p := c.peerOf(r); p != nil && p.bye.Load() {
 		c.match.withdraw(r)
 		c.mu.Unlock()
@@ -222,4 +229,117 @@ func (c *Comm) abandonRecv(op *RecvOp) {
 	c.match.withdraw(op.r)
 	delete(c.open, op)
 	c.mu.Unlock()
+}
+
+// A receive or probe from ANY_SOURCE waits for ever no more (SPEC §10.3):
+// when a rank that could have sent it is lost (under LossReturn: MPI's
+// PROC_FAILED_PENDING) it raises H1611 once, and when no rank that could
+// send is left (each other member finished or lost) H1617, at once when
+// posted then, or as the last one goes. Either way it is no longer posted.
+// Later any-source receives wait for the live ranks that remain: the loss
+// is taken as known once it was raised (as ULFM's failure_ack).
+
+// anySourceEndsLocked removes the any-source receives and probes that can
+// no longer be matched, their errors set, and returns them to be closed:
+// with lost ≥ 0 (a job rank just lost) those of every communicator it is
+// a member of, and those whose communicator has no member left that could
+// send. Call with c.mu held.
+func (c *Comm) anySourceEndsLocked(lost int, why string) []*recvOp {
+	left := map[uint32]bool{}
+	return c.match.cancel(func(op *recvOp) bool {
+		if !op.anySrc || !op.waiting {
+			return false // one posted and not waited in yet is checked when it is (anySourceEndedLocked)
+		}
+		cm := c.comms[op.ctx]
+		if cm == nil {
+			return false
+		}
+		if lost >= 0 && cm.rankOf(lost) >= 0 && lost != cm.worldRank(cm.rank) {
+			r := cm.rankOf(lost)
+			op.err = &codes.Error{Code: codes.PeerLost, Op: opName(op), Rank: r,
+				Msg:   fmt.Sprintf("%s: rank %d, which could have sent it, lost: %s", opText(op), r, why),
+				Cause: &codes.Cause{Kind: codes.CauseLost, Rank: r, Code: codes.PeerLost}}
+			return true
+		}
+		can, seen := left[op.ctx]
+		if !seen {
+			can = cm.someCanSendLocked()
+			left[op.ctx] = can
+		}
+		if !can {
+			op.err = cm.noSenderErr(op)
+			return true
+		}
+		return false
+	})
+}
+
+// anySourceEndedLocked is the error of an any-source receive about to be
+// waited in that could wait for ever: a member of c was lost since it was
+// posted (H1611, once: that loss is known from then on), or no other
+// member is left that could send (H1617). Call with c.mu held.
+func (c *Comm) anySourceEndedLocked(op *recvOp) error {
+	select {
+	case <-op.done:
+		return nil // matched already
+	default:
+	}
+	if len(c.failedSlots) > op.lossesAtPost {
+		if r, why, lost := c.anyFailedLocked(); lost {
+			return &codes.Error{Code: codes.PeerLost, Op: opName(op), Rank: r,
+				Msg:   fmt.Sprintf("%s: rank %d, which could have sent it, lost: %s", opText(op), r, why),
+				Cause: &codes.Cause{Kind: codes.CauseLost, Rank: r, Code: codes.PeerLost}}
+		}
+	}
+	if !c.someCanSendLocked() {
+		return c.noSenderErr(op)
+	}
+	return nil
+}
+
+// someCanSendLocked reports whether a rank of c other than this one may
+// still send: it has not finished (no bye) and is not known lost.
+func (c *Comm) someCanSendLocked() bool {
+	for r := 0; r < c.size; r++ {
+		if r != c.rank && c.canSendLocked(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// canSendLocked reports whether rank r of c may still send: it has not
+// finished (no bye) and is not known lost.
+func (c *Comm) canSendLocked(r int) bool {
+	w := c.worldRank(r)
+	if w < 0 || w >= len(c.peers) {
+		return false
+	}
+	if p := c.peers[w]; p == nil || p.bye.Load() {
+		return false
+	}
+	if len(c.failedSlots) > 0 && w < len(c.world.layout.Ranks) {
+		if _, lost := c.failedSlots[c.world.layout.Ranks[w]]; lost {
+			return false
+		}
+	}
+	return true
+}
+
+// noSenderErr is the H1617 of an any-source op no rank is left to match.
+func (c *Comm) noSenderErr(op *recvOp) error {
+	return &codes.Error{Code: codes.Finished, Op: opName(op), Rank: -1,
+		Msg: fmt.Sprintf("%s can never be matched: every other rank has finished or is lost", opText(op))}
+}
+
+// opText is op as the program called it: "recv(any source, tag 3)".
+func opText(op *recvOp) string {
+	return strings.Replace(recvWait{r: op}.String(), "recv(", opName(op)+"(", 1)
+}
+
+func opName(op *recvOp) string {
+	if op.probe {
+		return "probe"
+	}
+	return "recv"
 }

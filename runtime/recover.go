@@ -151,6 +151,13 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 	if p := r.l.peers[slot]; p != nil {
 		p.close()
 	}
+	if !note && r.eng == nil && r.layout.IsSpare(r.l.self) && r.everyRankLost() {
+		// No rank is left to begin (a spare waits for a rank to, SPEC
+		// §10.2): with every program gone, the spares take the ranks'
+		// places in place, or the job ends when too few are left.
+		r.begin(slot, why)
+		return
+	}
 	if note || r.l.lossReturn.Load() || r.layout.IsSpare(r.l.self) {
 		// The program manages its losses (SPEC §10.3), or this slot is a
 		// spare, which runs no program and so does not know how its job
@@ -179,6 +186,17 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 		return // a lost spare is recorded and nothing else happens
 	}
 	r.begin(slot, why)
+}
+
+// everyRankLost reports whether every rank of the current layout is known
+// lost.
+func (r *recovery) everyRankLost() bool {
+	for _, s := range r.layout.Ranks {
+		if _, lost := r.failed[s]; !lost {
+			return false
+		}
+	}
+	return true
 }
 
 // noSpare says why a loss cannot be recovered in place: "no spare left to

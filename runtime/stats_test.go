@@ -16,8 +16,8 @@ func TestCountWait(t *testing.T) {
 	before := Stats()
 	done := &recvOp{data: []byte("12345"), done: make(chan struct{})}
 	close(done.done)
-	leaveWait(enterWait(recvWait{done}, 0, 1))
-	leaveWait(enterWait(recvWait{&recvOp{done: make(chan struct{})}}, 0, 1))
+	leaveWait(enterWait(recvWait{r: done}, 0, 1))
+	leaveWait(enterWait(recvWait{r: &recvOp{done: make(chan struct{})}}, 0, 1))
 	leaveWait(enterWait(collWait{k: 1, call: wire.Call{Kind: uint8(KindBarrier)}, from: 1}, 0, 1))
 	leaveWait(enterWait(collWait{k: 2, call: wire.Call{Kind: uint8(kindCkptBegin)}, from: 1}, 0, 1))
 	countSend(7)
@@ -59,7 +59,7 @@ func BenchmarkWaitHooks(b *testing.B) {
 		r := &recvOp{data: make([]byte, 64), done: make(chan struct{})}
 		b.ReportAllocs()
 		for b.Loop() {
-			leaveWait(enterWait(recvWait{r}, 0, 1))
+			leaveWait(enterWait(recvWait{r: r}, 0, 1))
 		}
 	})
 	b.Run("matched", func(b *testing.B) {
@@ -67,7 +67,7 @@ func BenchmarkWaitHooks(b *testing.B) {
 		close(r.done)
 		b.ReportAllocs()
 		for b.Loop() {
-			leaveWait(enterWait(recvWait{r}, 0, 1))
+			leaveWait(enterWait(recvWait{r: r}, 0, 1))
 		}
 	})
 	b.Run("send", func(b *testing.B) {

@@ -60,9 +60,10 @@ func (c *Comm) lostReturn(slot int, why string) {
 	}
 	c.failedSlots[slot] = why
 	rank := c.slotRank[slot]
-	var ops []*recvOp
+	var ops, wild []*recvOp
 	if rank >= 0 {
 		ops = c.match.cancelFrom(rank)
+		wild = c.anySourceEndsLocked(rank, why) // errors set
 	}
 	c.mu.Unlock()
 	if p := c.links.peers[slot]; p != nil {
@@ -70,6 +71,9 @@ func (c *Comm) lostReturn(slot int, why string) {
 	}
 	for _, op := range ops {
 		op.err = c.lostErr("recv", rank, why)
+		close(op.done)
+	}
+	for _, op := range wild {
 		close(op.done)
 	}
 	c.wakeAll()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,18 +92,53 @@ func Waiting() (string, time.Duration) {
 	return w.what.String(), time.Since(w.since)
 }
 
-// recvWait describes a posted receive.
-type recvWait struct{ r *recvOp }
+// recvWait describes a posted receive; c, when set, is its communicator,
+// whose ranks that may still send an any-source receive names.
+type recvWait struct {
+	r *recvOp
+	c *Comm
+}
 
 func (w recvWait) String() string {
 	src := fmt.Sprintf("source %d", w.r.src)
 	if w.r.src == wire.AnySource {
 		src = "any source"
 	}
+	var s string
 	if w.r.anyTag {
-		return fmt.Sprintf("recv(%s, any tag)", src)
+		s = fmt.Sprintf("recv(%s, any tag)", src)
+	} else {
+		s = fmt.Sprintf("recv(%s, tag %d)", src, w.r.tag)
 	}
-	return fmt.Sprintf("recv(%s, tag %d)", src, w.r.tag)
+	if w.r.anySrc && w.c != nil {
+		s += w.c.mayStillSend()
+	}
+	return s
+}
+
+// mayStillSend says which ranks of c may still send: ", from ranks 1, 2"
+// (the first 8, then how many in all).
+func (c *Comm) mayStillSend() string {
+	c.mu.Lock()
+	var rs []string
+	n := 0
+	for r := 0; r < c.size; r++ {
+		if r != c.rank && c.canSendLocked(r) {
+			if n++; n <= 8 {
+				rs = append(rs, strconv.Itoa(r))
+			}
+		}
+	}
+	c.mu.Unlock()
+	switch {
+	case n == 0:
+		return ", from no rank: every other has finished or is lost"
+	case n > 8:
+		return fmt.Sprintf(", from ranks %s, … (%d in all)", strings.Join(rs, ", "), n)
+	case n == 1:
+		return ", from rank " + rs[0]
+	}
+	return ", from ranks " + strings.Join(rs, ", ")
 }
 
 // collWait describes a collective waiting for a peer's frame.
@@ -113,6 +149,9 @@ type collWait struct {
 }
 
 func (w collWait) String() string {
+	if w.from < 0 {
+		return fmt.Sprintf("%s (call %d, waiting for the agreement)", describe(Kind(w.call.Kind), w.call), w.k)
+	}
 	return fmt.Sprintf("%s (collective %d, waiting for rank %d)", describe(Kind(w.call.Kind), w.call), w.k, w.from)
 }
 
@@ -192,7 +231,7 @@ func (c *Comm) neverMatches(op *RecvOp) error {
 		return nil
 	default:
 	}
-	w := recvWait{op.r}
+	w := recvWait{r: op.r}
 	return &codes.Error{Code: codes.Finished, Op: "recv", Rank: c.rank,
 		Msg: fmt.Sprintf("%s can never match: it is from this rank itself and no send to itself is pending (send before you receive)", w)}
 }

@@ -12,7 +12,7 @@ import (
 // with the call the process waits in, or "" once it left it; other and
 // over-long lines are ignored.
 func TestWaitingRecord(t *testing.T) {
-	w := enterWait(recvWait{&recvOp{src: 1, tag: 7}}, 0, 1)
+	w := enterWait(recvWait{r: &recvOp{src: 1, tag: 7}}, 0, 1)
 	var out bytes.Buffer
 	readControl(strings.NewReader("hello\n"+strings.Repeat("waiting", 100)+"\nwaiting\n"), &out)
 	leaveWait(w)
@@ -37,5 +37,16 @@ func TestWaitingRecord(t *testing.T) {
 	}
 	if call, _ := Waiting(); call != "" {
 		t.Errorf("after leaving every wait, Waiting() = %q", call)
+	}
+}
+
+// TestWaitingForAgreement: a wait in agree names the agreement, not a rank
+// -1; an any-source receive without its communicator names no ranks.
+func TestWaitingForAgreement(t *testing.T) {
+	if got, want := (collWait{k: 2, call: wire.Call{Kind: uint8(KindAgree)}, from: -1}).String(), "agree (call 2, waiting for the agreement)"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if got, want := (recvWait{r: &recvOp{src: wire.AnySource, anySrc: true, anyTag: true}}).String(), "recv(any source, any tag)"; got != want {
+		t.Errorf("%q, want %q", got, want)
 	}
 }
