@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"sperli/runtime"
+	"sperli/wire"
 )
 
 // The hostile peer: a rank that joined with the credentials of its slot
@@ -42,12 +43,12 @@ type rawFrame struct {
 	Payload     []byte
 }
 
-// bytes lays the frame out: magic "SPRL", version 1, type, flags,
+// bytes lays the frame out: magic "SPRL", the version, type, flags,
 // incarnation, source, tag, length, seq, all big-endian, then the payload.
 func (f rawFrame) bytes() []byte {
 	b := make([]byte, 32, 32+len(f.Payload))
 	copy(b, "SPRL")
-	b[4] = 1
+	b[4] = wire.Version
 	b[5] = f.Type
 	binary.BigEndian.PutUint16(b[6:], f.Flags)
 	binary.BigEndian.PutUint32(b[8:], f.Incarnation)
