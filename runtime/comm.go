@@ -520,15 +520,33 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 }
 
 // linkErr is the error of a call whose frame to rank to of c could not be
-// sent: a code, never a raw network error — the job's end, the loss of to
-// the runtime knows, else to's loss itself (its connection broke: the
-// detector says so soon after).
+// sent: a code, never a raw network error. The broken connection is a
+// loss, declared now (as its reader would): under set_on_loss("return")
+// the call returns it (H1611); otherwise the loss ends this communicator
+// (in-place recovery, or the job's end) and that end is the call's
+// outcome, as it is for a receive that waited.
+// linkErrWait bounds how long a failed send waits for the loss to end its
+// communicator.
+const linkErrWait = 30 * time.Second
+
 func (c *Comm) linkErr(op string, to int, err error) error {
 	if err == nil || codes.As(err) != nil {
 		return err
 	}
 	if de := c.deadErr(); de != nil {
 		return de
+	}
+	if p := c.peerAt(to); p != nil && !p.bye.Load() {
+		p.l.lost(p.rank, "connection broke without bye")
+	}
+	if !c.links.lossReturn.Load() {
+		t := time.NewTimer(linkErrWait)
+		defer t.Stop()
+		select {
+		case <-c.dead:
+			return c.deadErr()
+		case <-t.C:
+		}
 	}
 	c.mu.Lock()
 	e := c.peerFailedLocked(op, to)

@@ -188,6 +188,16 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 	r.begin(slot, why)
 }
 
+// aloneLeft reports whether every other slot is known lost to this one.
+func (r *recovery) aloneLeft() bool {
+	for s := 0; s < r.l.slots; s++ {
+		if _, lost := r.failed[s]; !lost && s != r.l.self {
+			return false
+		}
+	}
+	return r.l.slots > 1
+}
+
 // everyRankLost reports whether every rank of the current layout is known
 // lost.
 func (r *recovery) everyRankLost() bool {
@@ -323,6 +333,10 @@ func (r *recovery) sendAs(purpose byte, outs []elastic.Out) {
 func (r *recovery) progress() {
 	for r.eng != nil {
 		if err := r.eng.Err(); err != nil {
+			if r.aloneLeft() {
+				// Not a minority that lost the others: the others left it.
+				err = codes.New(codes.PeerLost, "slot %d: every other slot's connection to it ended: it was declared lost (silent past the silence limit, or cut off) and the job went on without it, or the job ended", r.l.self)
+			}
 			r.end(err)
 			return
 		}

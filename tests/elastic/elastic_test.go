@@ -317,6 +317,10 @@ func TestTaskFarm(t *testing.T) {
 	}{
 		{"worker", "0:3@collective-2", []int{3}},
 		{"root", "0:0@collective-3", []int{0}},
+		// Both at their second collective. A rank still in its first one
+		// when the other's loss is known leaves it (SPEC §10.3: every live
+		// member raises) and shrinks: its own failure point, of
+		// generation 0, may then never come. So one or both are lost.
 		{"two at once", "0:1@collective-2,0:4@collective-2", []int{1, 4}},
 		{"continuous, root second", "0:2@collective-2,1:0@collective-2", []int{0, 2}},
 	} {
@@ -335,7 +339,12 @@ func TestTaskFarm(t *testing.T) {
 				lost = append(lost, g.Lost...)
 			}
 			slices.Sort(lost)
-			if !slices.Equal(lost, tc.lost) {
+			if tc.name == "two at once" {
+				killed := strings.Count(r.Stderr, "killed by signal 9 (SIGKILL)")
+				if len(lost) == 0 || len(lost) > 2 || !slices.Contains(tc.lost, lost[0]) || !slices.Contains(tc.lost, lost[len(lost)-1]) || killed < len(lost) {
+					t.Fatalf("lost slots %v, want 1 or 4 or both, each killed\n%v", lost, r)
+				}
+			} else if !slices.Equal(lost, tc.lost) {
 				t.Fatalf("lost slots %v, want %v\n%v", lost, tc.lost, r)
 			}
 			last := gens[len(gens)-1]
