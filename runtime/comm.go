@@ -519,16 +519,16 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 	return c.linkErr("send", dest, p.send(f, true))
 }
 
+// linkErrWait bounds how long a failed send waits for the loss to end its
+// communicator.
+const linkErrWait = 30 * time.Second
+
 // linkErr is the error of a call whose frame to rank to of c could not be
 // sent: a code, never a raw network error. The broken connection is a
 // loss, declared now (as its reader would): under set_on_loss("return")
 // the call returns it (H1611); otherwise the loss ends this communicator
 // (in-place recovery, or the job's end) and that end is the call's
 // outcome, as it is for a receive that waited.
-// linkErrWait bounds how long a failed send waits for the loss to end its
-// communicator.
-const linkErrWait = 30 * time.Second
-
 func (c *Comm) linkErr(op string, to int, err error) error {
 	if err == nil || codes.As(err) != nil {
 		return err

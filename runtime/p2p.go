@@ -234,8 +234,9 @@ func (c *Comm) abandonRecv(op *RecvOp) {
 // A receive or probe from ANY_SOURCE waits for ever no more (SPEC §10.3):
 // when a rank that could have sent it is lost (under LossReturn: MPI's
 // PROC_FAILED_PENDING) it raises H1611 once, and when no rank that could
-// send is left (each other member finished or lost) H1617, at once when
-// posted then, or as the last one goes. Either way it is no longer posted.
+// send is left (each other member finished or lost) H1617, when it is
+// waited in then, or as the last one goes (not when posted: a send to
+// itself may still come first). Either way it is no longer posted.
 // Later any-source receives wait for the live ranks that remain: the loss
 // is taken as known once it was raised (as ULFM's failure_ack).
 
@@ -256,9 +257,7 @@ func (c *Comm) anySourceEndsLocked(lost int, why string) []*recvOp {
 		}
 		if lost >= 0 && cm.rankOf(lost) >= 0 && lost != cm.worldRank(cm.rank) {
 			r := cm.rankOf(lost)
-			op.err = &codes.Error{Code: codes.PeerLost, Op: opName(op), Rank: r,
-				Msg:   fmt.Sprintf("%s: rank %d, which could have sent it, lost: %s", opText(op), r, why),
-				Cause: &codes.Cause{Kind: codes.CauseLost, Rank: r, Code: codes.PeerLost}}
+			op.err = lostSenderErr(op, r, why)
 			return true
 		}
 		can, seen := left[op.ctx]
@@ -286,9 +285,7 @@ func (c *Comm) anySourceEndedLocked(op *recvOp) error {
 	}
 	if len(c.failedSlots) > op.lossesAtPost {
 		if r, why, lost := c.anyFailedLocked(); lost {
-			return &codes.Error{Code: codes.PeerLost, Op: opName(op), Rank: r,
-				Msg:   fmt.Sprintf("%s: rank %d, which could have sent it, lost: %s", opText(op), r, why),
-				Cause: &codes.Cause{Kind: codes.CauseLost, Rank: r, Code: codes.PeerLost}}
+			return lostSenderErr(op, r, why)
 		}
 	}
 	if !c.someCanSendLocked() {
@@ -324,6 +321,14 @@ func (c *Comm) canSendLocked(r int) bool {
 		}
 	}
 	return true
+}
+
+// lostSenderErr is the H1611 of an any-source op whose rank r, which could
+// have sent it, was lost.
+func lostSenderErr(op *recvOp, r int, why string) error {
+	return &codes.Error{Code: codes.PeerLost, Op: opName(op), Rank: r,
+		Msg:   fmt.Sprintf("%s: rank %d, which could have sent it, lost: %s", opText(op), r, why),
+		Cause: &codes.Cause{Kind: codes.CauseLost, Rank: r, Code: codes.PeerLost}}
 }
 
 // noSenderErr is the H1617 of an any-source op no rank is left to match.
