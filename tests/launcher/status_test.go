@@ -67,7 +67,10 @@ func TestStatusLine(t *testing.T) {
 		}
 		dir := t.TempDir()
 		prog := writeFile(t, filepath.Join(dir, "stuck.star"), stuck, 0o644)
-		cmd := exec.Command("script", "-qfec", fmt.Sprintf("'%s' run -n 3 --live '%s'", sperli, prog), "/dev/null")
+		// exec: script runs the command with $SHELL -c, and a shell such
+		// as dash forks for it, which would put the launcher one further
+		// down (the search below walks the whole tree anyway).
+		cmd := exec.Command("script", "-qfec", fmt.Sprintf("exec '%s' run -n 3 --live '%s'", sperli, prog), "/dev/null")
 		cmd.Dir, cmd.Env = dir, withEnv("NO_COLOR=1")
 		out := &syncBuffer{}
 		p := startInto(t, cmd, out)
@@ -79,9 +82,15 @@ func TestStatusLine(t *testing.T) {
 			t.Fatalf("no status line naming rank 0 within %v:\n%q", timeout, out.String())
 		}
 		var launcher int
-		for _, k := range children(cmd.Process.Pid) {
-			if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", k.PID)); exe == sperli {
-				launcher = k.PID
+		for next := []int{cmd.Process.Pid}; launcher == 0 && len(next) > 0; {
+			pid := next[0]
+			next = next[1:]
+			for _, k := range children(pid) {
+				if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", k.PID)); exe == sperli {
+					launcher = k.PID
+					break
+				}
+				next = append(next, k.PID)
 			}
 		}
 		if launcher == 0 {
