@@ -21,7 +21,8 @@ const (
 	Accepted Kind = 4 // → coordinator: the ballot
 	Decide   Kind = 5 // coordinator → all: the layout, final
 	Report   Kind = 6 // a slot that began → the coordinator: begin too (the failed slots it knows)
-	maxKind       = Report
+	Nack     Kind = 7 // → coordinator: Ballot refused, AccBallot the higher ballot this slot promised
+	maxKind       = Nack
 )
 
 // Msg is one agreement message. Gen names the instance: for the
@@ -32,7 +33,7 @@ type Msg struct {
 	Gen       int
 	Ballot    uint64
 	Failed    []int  // Prepare, Promise: slots the sender knows lost
-	AccBallot uint64 // Promise: ballot of Value, when it is an accepted one
+	AccBallot uint64 // Promise: ballot of Value, when it is an accepted one; Nack: the ballot promised
 	Decided   bool   // Promise: Value is decided
 	Value     []byte // Promise (accepted or decided), Accept, Decide: the value; nil when none
 	Input     []byte // Promise: the sender's input (comm.agree's flag), nil when none
@@ -131,7 +132,7 @@ func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
 
 func (k Kind) String() string {
 	if k >= Prepare && k <= maxKind {
-		return [...]string{"", "prepare", "promise", "accept", "accepted", "decide", "report"}[k]
+		return [...]string{"", "prepare", "promise", "accept", "accepted", "decide", "report", "nack"}[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -157,6 +158,10 @@ type Agreement struct {
 	// propose makes the coordinator's value from the failed members and
 	// the inputs of the others (by slot).
 	propose func(failed []int, inputs map[int][]byte) ([]byte, error)
+	// check says whether a value a peer brings could have been proposed
+	// by an honest coordinator (nil: any value); one that could not
+	// names its bringer (H1627).
+	check   func(v []byte) error
 	input   []byte // this slot's input; nil until SetInput for a consensus that needs one
 	ready   bool   // input known: this slot may promise
 	waiting []Out  // prepares answered once ready (their Promise is built then)
@@ -176,6 +181,7 @@ type Agreement struct {
 
 	started    bool
 	reportedTo int // the coordinator this slot last reported to, -1 for none
+	liar       int // the slot that lied, or -1
 	err        error
 }
 
@@ -189,8 +195,40 @@ func NewAgreement(self int, cur Layout) *Agreement {
 		}
 		return next.MarshalBinary()
 	})
+	a.check = layoutCheck(cur, false)
 	a.SetInput(nil)
 	return a
+}
+
+// layoutCheck is the check of an agreement on the layout after cur: the
+// value must be the layout Next (or, for a regroup, Shrink) makes of the
+// slots it names lost, so a peer can bring no layout that no honest
+// coordinator proposes (a spare promoted over a lower one, a generation
+// skipped, a rank moved).
+func layoutCheck(cur Layout, regroup bool) func([]byte) error {
+	return func(v []byte) error {
+		var l Layout
+		if err := l.UnmarshalBinary(v); err != nil {
+			return err
+		}
+		if l.Gen != cur.Gen+1 || l.Slots != cur.Slots {
+			return bad("a layout of generation %d with %d slots, want generation %d of %d slots", l.Gen, l.Slots, cur.Gen+1, cur.Slots)
+		}
+		for _, s := range l.Lost {
+			if !slices.Contains(cur.Live(), s) {
+				return bad("a layout naming slot %d lost, not live in generation %d", s, cur.Gen)
+			}
+		}
+		if next, err := cur.Next(l.Lost); err == nil && next.Equal(l) {
+			return nil
+		}
+		if regroup {
+			if next, err := cur.Shrink(l.Lost); err == nil && next.Equal(l) {
+				return nil
+			}
+		}
+		return bad("a layout (ranks %v, spares %v, lost %v) that the rule of SPEC §10.2 does not make of generation %d", l.Ranks, l.Spares, l.Lost, cur.Gen)
+	}
 }
 
 // Inputs of a regroup (NewRegroup): what the program asked for.
@@ -205,7 +243,7 @@ var (
 // else cur.Next (the lost ranks' places taken by spares). The slot
 // promises once SetInput gives its request (a spare gives an empty one).
 func NewRegroup(self int, cur Layout) *Agreement {
-	return NewConsensus(self, cur.Live(), cur.Slots, cur.Gen+1, func(failed []int, inputs map[int][]byte) ([]byte, error) {
+	a := NewConsensus(self, cur.Live(), cur.Slots, cur.Gen+1, func(failed []int, inputs map[int][]byte) ([]byte, error) {
 		next, err := cur.Next(failed)
 		for _, in := range inputs {
 			if string(in) == string(InputShrink) {
@@ -218,6 +256,8 @@ func NewRegroup(self int, cur Layout) *Agreement {
 		}
 		return next.MarshalBinary()
 	})
+	a.check = layoutCheck(cur, true)
+	return a
 }
 
 // NewConsensus begins this slot's part in instance inst of a consensus
@@ -226,7 +266,7 @@ func NewRegroup(self int, cur Layout) *Agreement {
 func NewConsensus(self int, members []int, slots, inst int, propose func(failed []int, inputs map[int][]byte) ([]byte, error)) *Agreement {
 	live := slices.Clone(members)
 	slices.Sort(live)
-	return &Agreement{self: self, inst: inst, slots: slots, live: live, lost: map[int]bool{}, propose: propose, reportedTo: -1}
+	return &Agreement{self: self, inst: inst, slots: slots, live: live, lost: map[int]bool{}, propose: propose, reportedTo: -1, liar: -1}
 }
 
 // SetInput gives this slot's input and answers the prepares that waited
@@ -354,6 +394,12 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 		// A decision is final whoever brings it, even a slot lost since
 		// it sent it: a quorum accepted it.
 		if m.Kind == Decide {
+			if a.check != nil {
+				if err := a.check(m.Value); err != nil {
+					a.lie(from, "a decide bringing %v", err)
+					return nil
+				}
+			}
 			a.decide(m.Value)
 		}
 		return nil
@@ -366,26 +412,38 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 	if a.err != nil || a.lost[from] {
 		return out
 	}
+	if err := a.Plausible(from, m); err != nil {
+		a.liar, a.err = from, err
+		return out
+	}
 	switch m.Kind {
 	case Prepare:
-		if m.Ballot <= a.promised || int(m.Ballot%uint64(a.slots)) != from {
-			break
-		}
-		a.promised = m.Ballot
-		if !a.ready && a.decided == nil {
-			a.waiting = append(a.waiting, Out{from, m})
-			break
-		}
-		out = append(out, Out{from, a.promise(m.Ballot)})
-	case Accept:
-		if m.Ballot < a.promised || a.decided != nil {
-			if a.decided != nil {
-				out = append(out, Out{from, Msg{Kind: Promise, Gen: a.gen(), Ballot: m.Ballot, Value: a.decided, Decided: true, Input: []byte{}}})
+		switch {
+		case a.decided != nil:
+			out = append(out, Out{from, a.promise(m.Ballot)})
+		case m.Ballot <= a.promised:
+			// A ballot below a promise: the coordinator learns the
+			// promise and begins above it (a crashed coordinator's
+			// ballot would otherwise stall the next one for ever).
+			out = append(out, Out{from, Msg{Kind: Nack, Gen: a.gen(), Ballot: m.Ballot, AccBallot: a.promised}})
+		default:
+			a.promised = m.Ballot
+			if !a.ready {
+				a.waiting = append(a.waiting, Out{from, m})
+				break
 			}
-			break
+			out = append(out, Out{from, a.promise(m.Ballot)})
 		}
-		a.promised, a.accBallot, a.accepted = m.Ballot, m.Ballot, m.Value
-		out = append(out, Out{from, Msg{Kind: Accepted, Gen: a.gen(), Ballot: m.Ballot}})
+	case Accept:
+		switch {
+		case a.decided != nil:
+			out = append(out, Out{from, Msg{Kind: Promise, Gen: a.gen(), Ballot: m.Ballot, Value: a.decided, Decided: true, Input: []byte{}}})
+		case m.Ballot < a.promised:
+			out = append(out, Out{from, Msg{Kind: Nack, Gen: a.gen(), Ballot: m.Ballot, AccBallot: a.promised}})
+		default:
+			a.promised, a.accBallot, a.accepted = m.Ballot, m.Ballot, m.Value
+			out = append(out, Out{from, Msg{Kind: Accepted, Gen: a.gen(), Ballot: m.Ballot}})
+		}
 	case Decide:
 		a.decide(m.Value)
 	case Report:
@@ -393,6 +451,12 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 		// coordinator); a decided one tells it the decision.
 		if a.decided != nil {
 			out = append(out, Out{from, Msg{Kind: Decide, Gen: a.gen(), Value: a.decided}})
+		}
+	case Nack:
+		if m.Ballot == a.ballot && a.ballot != 0 && m.AccBallot > a.ballot {
+			// Begin again above the promise it names.
+			a.promised = max(a.promised, m.AccBallot)
+			a.ballot, a.answers = 0, nil
 		}
 	case Promise, Accepted:
 		if m.Ballot == a.ballot && a.ballot != 0 {
@@ -407,6 +471,62 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 		}
 	}
 	return append(out, a.step()...)
+}
+
+// maxRound bounds the round of a ballot (ballot / slots). An honest slot
+// begins a round when it becomes the coordinator or learns of a higher
+// promise (a nack), one above the highest it knows, so the rounds of an
+// agreement stay below a few per slot; a ballot far above that is a lie,
+// which would otherwise stall every honest coordinator.
+func (a *Agreement) maxRound() uint64 { return uint64(4*a.slots + 64) }
+
+// Plausible says whether an honest slot could have sent m (from slot
+// from) to this one as it stands: nil, or the H1627 naming from. It
+// changes nothing (Receive runs it too): a caller may ask before it acts
+// on a message.
+func (a *Agreement) Plausible(from int, m Msg) error {
+	n := uint64(a.slots)
+	switch {
+	case m.Ballot/n > a.maxRound() || m.AccBallot/n > a.maxRound():
+		b := max(m.Ballot, m.AccBallot)
+		return a.lieErr(from, "a %v with ballot %d (round %d; an honest slot reaches at most round %d)", m.Kind, b, b/n, a.maxRound())
+	case (m.Kind == Prepare || m.Kind == Accept) && int(m.Ballot%n) != from:
+		return a.lieErr(from, "a %v with ballot %d, which belongs to slot %d", m.Kind, m.Ballot, m.Ballot%n)
+	}
+	if m.Value != nil && a.check != nil {
+		if err := a.check(m.Value); err != nil {
+			return a.lieErr(from, "a %v bringing %v", m.Kind, err)
+		}
+	}
+	if m.Kind == Prepare {
+		// An honest sender is the coordinator once the slots it names
+		// lost are: it names every slot below it.
+		for _, s := range a.live {
+			if s == from {
+				break
+			}
+			if !a.lost[s] && !slices.Contains(m.Failed, s) {
+				return a.lieErr(from, "a prepare while slot %d, which it does not name lost, is the coordinator", s)
+			}
+		}
+	}
+	return nil
+}
+
+// Liar is the slot this one found lying in the agreement, or -1; Err is
+// then its H1627.
+func (a *Agreement) Liar() int { return a.liar }
+
+// lie ends this slot's part: slot from sent what no honest slot sends.
+func (a *Agreement) lie(from int, format string, args ...any) {
+	if a.err == nil {
+		a.liar, a.err = from, a.lieErr(from, format, args...)
+	}
+}
+
+func (a *Agreement) lieErr(from int, format string, args ...any) error {
+	return &codes.Error{Code: codes.ProtocolViolation, Rank: from,
+		Msg: fmt.Sprintf("protocol violation by slot %d in the agreement on %d: ", from, a.inst) + fmt.Sprintf(format, args...)}
 }
 
 func (a *Agreement) decide(v []byte) {

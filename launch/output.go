@@ -173,11 +173,13 @@ type stream struct {
 	record spool  // the status record being read
 	wait   []byte // the waiting record being read
 	file   *os.File
+	key    []byte     // the MAC key of the rank's sealed records (runtime.RecordKey)
 	tp     *traceProc // --trace: the process's track
 	status *runtime.Status
 	cur    []byte // the start of the current line
 	last   []byte // the start of the last line not blank (ssh's message)
 	wrote  bool   // a line was shown
+	cut    bool   // the record being read was longer than its bound
 	closed bool
 }
 
@@ -195,8 +197,12 @@ const (
 	lineClock // a clock record
 )
 
-// maxWaiting bounds a waiting record.
+// maxWaiting bounds a waiting record (and a trace or clock record).
 const maxWaiting = 4 << 10
+
+// maxGenLine bounds a generation report or mark: a layout of 4096 slots
+// is some 40 kB of JSON.
+const maxGenLine = 256 << 10
 
 // maxRecord is the largest status record parsed whole; a larger one is
 // read from its head (its small fields come first).
@@ -288,8 +294,14 @@ func (s *stream) add(b []byte) {
 	case lineError:
 		s.errs.Write(b)
 	case lineWaiting, lineGen, lineMark, lineTrace, lineClock:
-		if len(s.wait)+len(b) <= maxWaiting {
+		limit := maxWaiting
+		if s.kind == lineGen || s.kind == lineMark {
+			limit = maxGenLine
+		}
+		if len(s.wait)+len(b) <= limit {
 			s.wait = append(s.wait, b...)
+		} else {
+			s.cut = true
 		}
 	default:
 		s.show(b, true)
@@ -357,14 +369,31 @@ func (s *stream) endLine() {
 			}
 		}
 		s.wait = s.wait[:0]
-	case lineMark:
-		if g, err := strconv.Atoi(string(bytes.TrimSpace(s.wait))); err == nil && g >= 0 {
-			s.markLocked(g)
+	case lineMark, lineGen:
+		prefix := runtime.MarkPrefix
+		if s.kind == lineGen {
+			prefix = runtime.GenPrefix
 		}
-		s.wait = s.wait[:0]
-	case lineGen:
-		if s.o.onGen != nil {
-			if g := s.o.onGen(s.rank, bytes.TrimSpace(s.wait)); g >= 0 {
+		body, ok := runtime.OpenRecord(s.key, prefix, strings.TrimRight(string(s.wait), "\r\n"))
+		switch {
+		case !ok || s.cut:
+			// Not the runtime's record (its MAC does not hold): a line
+			// of the program that starts like one, shown as written.
+			s.kind = lineShown
+			s.add([]byte(prefix))
+			s.add(s.wait)
+			if !bytes.HasSuffix(s.wait, []byte("\n")) {
+				s.add([]byte("\n")) // cut short, or the last line without its end
+			}
+			s.wait, s.cut = s.wait[:0], false
+			s.endLine()
+			return
+		case s.kind == lineMark:
+			if g, err := strconv.Atoi(body); err == nil && g >= 0 {
+				s.markLocked(g)
+			}
+		case s.o.onGen != nil:
+			if g := s.o.onGen(s.rank, []byte(body)); g >= 0 {
 				s.markLocked(g)
 			}
 		}
@@ -447,7 +476,7 @@ func (s *stream) close() {
 	case lineError:
 		s.errs.Write([]byte{'\n'})
 		s.kind = lineUnknown
-	case lineStatus:
+	case lineStatus, lineGen, lineMark:
 		s.endLine()
 	}
 	s.flushErrors()

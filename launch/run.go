@@ -728,6 +728,7 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 		}
 		p.stdout = newStream(l.out, r, false, inc, fo)
 		p.stderr = newStream(l.out, r, true, inc, fe)
+		p.stdout.key, p.stderr.key = runtime.RecordKey(j.Key), runtime.RecordKey(j.Key)
 		if l.out.trace != nil {
 			p.trace = l.out.trace.proc(inc, r, procName(l.out.unit(), r, table[r].Host, inc), !local)
 			p.stderr.tp = p.trace

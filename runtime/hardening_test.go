@@ -161,10 +161,17 @@ func TestVoidThenFailIsH1618Everywhere(t *testing.T) {
 // liar, and that the liar was told the code (H1612, cause failed, H1627).
 func wantViolation(t *testing.T, ctx context.Context, c, liar *runtime.Comm) {
 	t.Helper()
+	wantViolationBy(t, ctx, c, liar, fmt.Sprintf("rank %d", liar.Rank()))
+}
+
+// wantViolationBy is wantViolation for an error that names the liar as
+// who ("rank 1", or "slot 1" for the agreement, which is among slots).
+func wantViolationBy(t *testing.T, ctx context.Context, c, liar *runtime.Comm, who string) {
+	t.Helper()
 	_, err := c.Recv(ctx, liar.Rank(), 99)
 	wantCode(t, fmt.Sprintf("rank %d after rank %d's frames", c.Rank(), liar.Rank()), err, codes.ProtocolViolation)
-	if !strings.Contains(err.Error(), fmt.Sprintf("protocol violation by rank %d", liar.Rank())) {
-		t.Fatalf("error %q does not name rank %d", err, liar.Rank())
+	if !strings.Contains(err.Error(), "protocol violation by "+who) {
+		t.Fatalf("error %q does not name %s", err, who)
 	}
 	_, err = liar.Recv(ctx, c.Rank(), 99)
 	wantCode(t, "the liar", err, codes.JobEnded)

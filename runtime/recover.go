@@ -35,7 +35,9 @@ type recovery struct {
 	job *Job
 
 	mu     sync.Mutex
-	events []recEvent
+	events []recEvent  // losses, requests and agreement messages, in order; under mu
+	queued map[int]int // agreement messages in events, by sender; under mu
+	ahead  []recEvent  // agreement messages for the generation after the next, kept for it; loop only
 	kick   chan struct{}
 	layout elastic.Layout     // the layout of the generation this slot is in; loop only
 	failed map[int]string     // slots known lost and why
@@ -68,6 +70,7 @@ func newRecovery(l *links, j *Job) *recovery {
 		kick:    make(chan struct{}, 1),
 		layout:  elastic.Initial(j.Size, j.Spares),
 		failed:  make(map[int]string),
+		queued:  make(map[int]int),
 		changed: make(chan struct{}),
 	}
 	r.layout.Gen = int(j.Incarnation)
@@ -77,16 +80,39 @@ func newRecovery(l *links, j *Job) *recovery {
 // lost queues the loss of slot (detector or broken connection).
 func (r *recovery) lost(slot int, why string) { r.post(recEvent{lost: slot, why: why}) }
 
+// maxQueued bounds the agreement messages of one sender waiting for the
+// loop (and, apart, those kept for the generation after the next). An
+// honest slot sends a few per round of an agreement, and the loop takes
+// them as they come; a slot that has this many waiting floods, and is
+// refused (H1627) rather than let its messages crowd out anyone's.
+const maxQueued = 64
+
 // message queues an agreement message from slot from (reader goroutine).
 // The bytes are decoded by the loop, which refuses bad ones.
 func (r *recovery) message(from int, payload []byte) error {
+	r.mu.Lock()
+	if r.queued[from] >= maxQueued {
+		r.mu.Unlock()
+		return slotViolation(from, "it sent more than %d agreement messages that wait to be read", maxQueued)
+	}
+	r.queued[from]++
+	r.mu.Unlock()
 	r.post(recEvent{lost: -1, from: from, purpose: payload[0], payload: append([]byte(nil), payload[1:]...)})
 	return nil
 }
 
+// slotViolation is violation for a slot (the agreement is among slots,
+// which are ranks only in generation 0).
+func slotViolation(slot int, format string, args ...any) *codes.Error {
+	return &codes.Error{Code: codes.ProtocolViolation, Rank: slot, Msg: fmt.Sprintf("protocol violation by slot %d: ", slot) + fmt.Sprintf(format, args...)}
+}
+
+// post queues an event. None is dropped while the job goes on: the
+// agreement messages are bounded per sender (message), and losses and
+// requests by the slots.
 func (r *recovery) post(e recEvent) {
 	r.mu.Lock()
-	if r.fatal == nil && len(r.events) < 4*r.l.slots+64 {
+	if r.fatal == nil {
 		r.events = append(r.events, e)
 	}
 	r.mu.Unlock()
@@ -111,6 +137,9 @@ func (r *recovery) loop() {
 			}
 			e := r.events[0]
 			r.events = r.events[1:]
+			if e.lost < 0 && e.request == nil {
+				r.queued[e.from]--
+			}
 			r.mu.Unlock()
 			r.handle(e)
 		}
@@ -125,12 +154,38 @@ func (r *recovery) handle(e recEvent) {
 	} else {
 		var m elastic.Msg
 		if err := m.UnmarshalBinary(e.payload, r.l.slots); err != nil {
-			r.end(violation(e.from, "%s", errMsg(err)))
+			r.end(slotViolation(e.from, "%s", errMsg(err)))
+			return
+		}
+		switch {
+		case m.Gen > r.layout.Gen+2:
+			// A slot can be one generation ahead of this one and begin
+			// the agreement on the next; two ahead needs this slot's own
+			// promise, which it has not given.
+			r.end(slotViolation(e.from, "an agreement message for generation %d, while this slot is in generation %d", m.Gen, r.layout.Gen))
+			return
+		case m.Gen == r.layout.Gen+2:
+			if n := r.aheadFrom(e.from); n >= maxQueued {
+				r.end(slotViolation(e.from, "more than %d agreement messages for generation %d, while this slot is in generation %d", maxQueued, m.Gen, r.layout.Gen))
+				return
+			}
+			r.ahead = append(r.ahead, e) // taken once this slot is in the next generation
 			return
 		}
 		r.onMessage(e.from, e.purpose, m)
 	}
 	r.progress()
+}
+
+// aheadFrom counts the messages of slot from kept for a later generation.
+func (r *recovery) aheadFrom(from int) int {
+	n := 0
+	for _, e := range r.ahead {
+		if e.from == from {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *recovery) failedList() []int {
@@ -260,12 +315,21 @@ func (r *recovery) onMessage(from int, purpose byte, m elastic.Msg) {
 	switch {
 	case m.Gen == r.layout.Gen+1 && purpose == agreeLayout:
 		if r.eng == nil || r.engPurpose == agreeRegroup {
-			// Another slot saw a loss first.
+			// Another slot saw a loss first. It tells of it by a prepare
+			// or a report naming a lost rank (it began because it lost
+			// one); anything else is a lie, refused before this
+			// generation is abandoned for it.
+			if err := r.firstOfRecovery(from, m); err != nil {
+				r.end(err)
+				return
+			}
 			r.lossAt = time.Now()
 			r.abandon(-1, "told by slot "+fmt.Sprint(from))
 			r.eng, r.engPurpose = elastic.NewAgreement(r.l.self, r.layout), agreeLayout
 			r.l.cur.Load().failurePoint("agree", 1)
-			r.send(r.eng.Start(r.failedList()))
+			// With the slots the message names lost: a prepare that named
+			// none would be refused as a lie (it begins nothing).
+			r.send(r.eng.Start(append(r.failedList(), m.Failed...)))
 		}
 		r.send(r.eng.Receive(from, m))
 	case m.Gen == r.layout.Gen+1 && purpose == agreeRegroup:
@@ -286,6 +350,21 @@ func (r *recovery) onMessage(from int, purpose byte, m elastic.Msg) {
 	case m.Gen == r.layout.Gen && r.prev != nil:
 		r.sendAs(r.prevPurpose, r.prev.Receive(from, m))
 	}
+}
+
+// firstOfRecovery checks the message that would begin the recovery here:
+// nil, or the H1627 naming its sender.
+func (r *recovery) firstOfRecovery(from int, m elastic.Msg) error {
+	namesRank := false
+	for _, s := range m.Failed {
+		if _, isRank := r.layout.RankOf(s); isRank {
+			namesRank = true
+		}
+	}
+	if (m.Kind != elastic.Prepare && m.Kind != elastic.Report) || !namesRank {
+		return slotViolation(from, "an agreement %v on generation %d that names no lost rank (failed %v), while no recovery runs here", m.Kind, m.Gen, m.Failed)
+	}
+	return elastic.NewAgreement(r.l.self, r.layout).Plausible(from, m)
 }
 
 // newRegroup starts the agreement a shrink or grow asks for.
@@ -393,6 +472,13 @@ func (r *recovery) switchTo(l elastic.Layout) {
 	r.mu.Lock()
 	close(r.changed)
 	r.changed = make(chan struct{})
+	// What came for this generation's successor, before this slot was
+	// in it, is taken now, first.
+	for _, e := range r.ahead {
+		r.queued[e.from]++
+	}
+	r.events = append(r.ahead, r.events...)
+	r.ahead = nil
 	r.mu.Unlock()
 }
 
@@ -468,7 +554,8 @@ type genReport struct {
 	MS     int64  `json:"ms"` // from the loss seen here to this slot entering the generation
 }
 
-// GenPrefix starts a generation report line (protocol.md §12).
+// GenPrefix starts a generation report line (protocol.md §12), sealed
+// (SealRecord).
 const GenPrefix = "\x1esperli-gen "
 
 // MarkPrefix starts the line a launched rank writes on its standard output
@@ -501,7 +588,7 @@ func (r *recovery) report(kind, msg string, lost ...int) {
 		traceInstant(fmt.Sprintf("%s %d", kind, l.Gen), TraceRecovery, tstr("msg", msg))
 	}
 	b, _ := json.Marshal(rep)
-	fmt.Fprintf(os.Stderr, "%s%s\n", GenPrefix, b)
+	fmt.Fprintln(os.Stderr, SealRecord(RecordKey(r.job.Key), GenPrefix, string(b)))
 }
 
 // reportOwn writes a report of the program's goroutine (SetOnLoss's
@@ -516,7 +603,7 @@ func (r *recovery) reportOwn(kind string, gen int, msg string) {
 		traceInstant(fmt.Sprintf("generation %d begins", gen), TraceCalls)
 	}
 	b, _ := json.Marshal(genReport{Kind: kind, Gen: gen, Slot: r.l.self, Rank: -1, Pid: os.Getpid(), Msg: msg})
-	fmt.Fprintf(os.Stderr, "%s%s\n", GenPrefix, b)
+	fmt.Fprintln(os.Stderr, SealRecord(RecordKey(r.job.Key), GenPrefix, string(b)))
 }
 
 // ErrSpareDone is returned by await to a spare whose job finished without
@@ -636,7 +723,7 @@ func (c *Comm) Next(ctx context.Context) (*Comm, error) {
 		// that says so goes on its standard output, in order with it
 		// (the launcher could place it only by the report on standard
 		// error, which races the other pipe).
-		fmt.Fprintf(os.Stdout, "%s%d\n", MarkPrefix, nc.inc)
+		fmt.Fprintln(os.Stdout, SealRecord(RecordKey(c.job.Key), MarkPrefix, fmt.Sprint(nc.inc)))
 	}
 	return nc, err
 }

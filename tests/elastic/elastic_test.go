@@ -467,3 +467,45 @@ func TestEveryRankLostAtOnce(t *testing.T) {
 		t.Fatalf("one spare for two lost ranks: exit %d, want 75\n%v", r.Code, r)
 	}
 }
+
+// TestForgedRecords: a rank's program that writes the launcher's record
+// lines itself — a generation report on its standard error claiming a
+// shrink, a generation mark on its standard output — changes neither the
+// record nor the output's generation marks (SPEC §10.4: only what the
+// runtime sends, sealed with the rank's record key, counts); the lines
+// are shown as the program wrote them.
+func TestForgedRecords(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "p.star")
+	if err := os.WriteFile(prog, []byte(`print("\x1esperli-mark 3")
+print("after the mark")
+comm.barrier()
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	forged := `{"kind":"generation","generation":1,"slot":%d,"rank":0,"size":1,"ranks":[0],"spares":[],"lost":[1,2],"cause":"forged","pid":1,"ms":1}`
+	wrapper := filepath.Join(dir, "forge.sh")
+	script := fmt.Sprintf("#!/bin/sh\n# The program forges its slot's report, then runs the rank.\nprintf '\\036sperli-gen %s\\n' \"$SPERLI_RANK\" >&2\nexec '%s' rank '%s'\n", forged, sperli, prog)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, work := run(t, "", "-n", "2", "--spares", "1", "--record", "rec.jsonl", wrapper)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%v", r.Code, r)
+	}
+	gens := oracle(t, filepath.Join(work, "rec.jsonl"), 2, 1)
+	if len(gens) != 1 {
+		t.Fatalf("the record has %d generations, want generation 0 only (the forged report counted): %+v", len(gens), gens)
+	}
+	if strings.Contains(r.Stdout, "--- generation") || strings.Contains(r.Stderr, "--- generation") {
+		t.Errorf("a forged line made a generation mark:\n%v", r)
+	}
+	for _, want := range []string{"[slot 0] \x1esperli-mark 3\n[slot 0] after the mark\n", "[slot 1] \x1esperli-mark 3\n"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("stdout lacks the program's own line %q:\n%q", want, r.Stdout)
+		}
+	}
+	if !strings.Contains(r.Stderr, `sperli-gen {"kind":"generation","generation":1,"slot":0`) {
+		t.Errorf("stderr lacks the program's forged line, shown as written:\n%q", r.Stderr)
+	}
+}

@@ -1,0 +1,178 @@
+package elastic
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"sperli/codes"
+)
+
+// net is a deterministic network of engines: FIFO per pair, delivered in
+// slot order until nothing is left; dropped slots receive nothing.
+type net struct {
+	a       map[int]*Agreement
+	q       map[[2]int][]Msg
+	crashed map[int]bool
+}
+
+func newNet(cur Layout) *net {
+	n := &net{a: map[int]*Agreement{}, q: map[[2]int][]Msg{}, crashed: map[int]bool{}}
+	for _, x := range cur.Live() {
+		n.a[x] = NewAgreement(x, cur)
+	}
+	return n
+}
+
+// send queues outs from slot from, keeping only those to slots in only
+// (all when only is nil).
+func (n *net) send(from int, outs []Out, only ...int) {
+	for _, o := range outs {
+		if only != nil && !contains(only, o.To) {
+			continue
+		}
+		b, err := o.Msg.MarshalBinary()
+		if err != nil {
+			panic(err)
+		}
+		var m Msg
+		if err := m.UnmarshalBinary(b, 64); err != nil {
+			panic(err)
+		}
+		n.q[[2]int{from, o.To}] = append(n.q[[2]int{from, o.To}], m)
+	}
+}
+
+func contains(s []int, x int) bool {
+	for _, y := range s {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// pump delivers until the network is quiet (bounded).
+func (n *net) pump(t *testing.T) {
+	t.Helper()
+	for steps := 0; steps < 10000; steps++ {
+		moved := false
+		for from := 0; from < 64; from++ {
+			for to := 0; to < 64; to++ {
+				k := [2]int{from, to}
+				if len(n.q[k]) == 0 {
+					continue
+				}
+				m := n.q[k][0]
+				n.q[k] = n.q[k][1:]
+				moved = true
+				if n.crashed[to] { // what a crashed slot sent before still arrives
+					continue
+				}
+				n.send(to, n.a[to].Receive(from, m))
+			}
+		}
+		if !moved {
+			return
+		}
+	}
+	t.Fatal("the network never went quiet")
+}
+
+// Two coordinators crash after their prepares reached only some slots:
+// the third coordinator's first ballot is below a promise one of the
+// others made, and it must learn that (a nack) and go above it rather
+// than wait for ever.
+func TestCoordinatorsCrashAfterPartialPrepares(t *testing.T) {
+	cur := Initial(3, 4) // slots 0..6: ranks 0,1,2, spares 3..6
+	n := newNet(cur)
+	// Rank 2 is lost; slot 0 begins, and its prepare reaches slot 1 only.
+	n.send(0, n.a[0].Start([]int{2}), 1)
+	n.pump(t)
+	n.crashed[0] = true
+	// Slot 1 coordinates next; its prepare (a higher ballot) reaches
+	// slot 5 only. Slot 3, the next, has promised nothing.
+	n.send(1, n.a[1].Suspect(0), 5)
+	n.crashed[1] = true
+	n.pump(t)
+	for _, x := range []int{3, 4, 5, 6} {
+		n.send(x, n.a[x].Start([]int{2}))
+		n.send(x, n.a[x].Suspect(0))
+		n.send(x, n.a[x].Suspect(1))
+	}
+	n.pump(t)
+	want, err := cur.Next([]int{0, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []int{3, 4, 5, 6} {
+		l, ok, err := n.a[x].DecidedLayout()
+		if err != nil || n.a[x].Err() != nil {
+			t.Fatalf("slot %d: %v %v", x, err, n.a[x].Err())
+		}
+		if !ok {
+			t.Fatalf("slot %d never decided: the agreement stalled after two coordinators crashed", x)
+		}
+		if !l.Equal(want) {
+			t.Fatalf("slot %d decided %+v, want %+v", x, l, want)
+		}
+	}
+}
+
+// wantLiar checks that engine a named slot liar in an H1627.
+func wantLiar(t *testing.T, a *Agreement, liar int, says string) {
+	t.Helper()
+	var e *codes.Error
+	if err := a.Err(); !errors.As(err, &e) || e.Code != codes.ProtocolViolation {
+		t.Fatalf("error %v, want H1627", a.Err())
+	}
+	if a.Liar() != liar || !strings.Contains(e.Msg, "slot "+string(rune('0'+liar))) {
+		t.Fatalf("liar %d, error %q: want slot %d named", a.Liar(), e.Msg, liar)
+	}
+	if !strings.Contains(e.Msg, says) {
+		t.Fatalf("error %q does not say %q", e.Msg, says)
+	}
+}
+
+// The lies of one authenticated slot that an engine can tell from the
+// message itself: each is refused with H1627 naming the liar, and none
+// sets the outcome.
+func TestLiesNamed(t *testing.T) {
+	cur := Initial(3, 2) // slots 0..4
+	layout := func(l Layout) []byte { b, _ := l.MarshalBinary(); return b }
+	honest, _ := cur.Next([]int{2})
+	skipped := honest
+	skipped.Gen = 7
+	nothingLost := Layout{Gen: 1, Ranks: []int{0, 1, 2}, Spares: []int{3, 4}, Lost: []int{}, Slots: 5}
+	jumped := Layout{Gen: 1, Ranks: []int{0, 1, 4}, Spares: []int{3}, Lost: []int{2}, Slots: 5} // spare 4 over 3
+	for _, tc := range []struct {
+		name string
+		from int
+		m    Msg
+		says string
+	}{
+		{"huge ballot", 3, Msg{Kind: Prepare, Gen: 1, Ballot: 1<<62 - 2}, "round"},
+		{"prepare of another's ballot", 3, Msg{Kind: Prepare, Gen: 1, Ballot: 5*3 + 1, Failed: []int{2}}, "belongs to slot 1"},
+		{"prepare not from the coordinator", 3, Msg{Kind: Prepare, Gen: 1, Ballot: 5*3 + 3, Failed: []int{2}}, "is the coordinator"},
+		{"decide of a later generation", 4, Msg{Kind: Decide, Gen: 1, Value: layout(skipped)}, "generation 7"},
+		{"decide with nothing lost", 4, Msg{Kind: Decide, Gen: 1, Value: layout(nothingLost)}, "does not make"},
+		{"decide promoting a spare over a lower one", 4, Msg{Kind: Decide, Gen: 1, Value: layout(jumped)}, "does not make"},
+		{"promise with an accepted ballot far ahead", 1, Msg{Kind: Promise, Gen: 1, Ballot: 5, AccBallot: 1 << 40, Value: layout(honest), Input: []byte{}}, "round"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := NewAgreement(0, cur)
+			a.Start([]int{2})
+			a.Receive(tc.from, tc.m)
+			wantLiar(t, a, tc.from, tc.says)
+			if _, ok := a.Decided(); ok {
+				t.Fatal("a lie decided")
+			}
+		})
+	}
+	// The honest decide is taken.
+	a := NewAgreement(1, cur)
+	a.Receive(0, Msg{Kind: Decide, Gen: 1, Value: layout(honest)})
+	if l, ok, err := a.DecidedLayout(); err != nil || !ok || !l.Equal(honest) || a.Err() != nil {
+		t.Fatalf("honest decide: %+v %v %v %v", l, ok, err, a.Err())
+	}
+}
