@@ -233,6 +233,14 @@ func (g *generations) recovers(p *rankProc) bool {
 	return (g.spares > 0 || g.returning) && died && !p.killed
 }
 
+// inPlace reports whether a loss is recovered in place (spares, and the
+// program does not manage its losses itself).
+func (g *generations) inPlace() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.spares > 0 && !g.returning
+}
+
 // replaced reports whether slot was lost and replaced in place.
 func (g *generations) replaced(slot int) bool {
 	g.mu.Lock()

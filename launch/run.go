@@ -863,6 +863,13 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		defer func() { close(stop); <-done; l.status.clear() }()
 	}
 	replacedCh := l.gens.goneGrew()
+	// A loss the job recovers from in place must give a generation: the
+	// agreement ends in milliseconds once the detector has spoken, so
+	// when none is said within recoveryDeadline of a loss the launcher
+	// saw (the agreement stalled: a slot that lives but does not answer),
+	// it ends the job as a loss (exit 75; a restart may follow).
+	var recovery <-chan time.Time
+	recoveryGen := 0
 	interrupted := false
 	code := runtime.ExitFail // of an interrupted job: 128 + the signal's number for a signal
 	for pending > 0 {
@@ -877,8 +884,20 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 			if !p.state.Success() && !p.killed && backstop == nil && !l.gens.recovers(p) {
 				backstop = time.After(silence + 3*time.Second)
 			}
+			if recovery == nil && !p.killed && l.gens.recovers(p) && l.gens.inPlace() {
+				recovery, recoveryGen = time.After(recoveryDeadline(silence)), l.gens.last()
+			}
 		case <-replacedCh:
 			l.endReplaced(procs)
+			if recovery != nil && l.gens.last() > recoveryGen {
+				recovery = nil // recovered
+			}
+		case <-recovery:
+			recovery = nil
+			if l.gens.last() == recoveryGen && !l.stopping {
+				l.say("generation %d: no generation followed the loss within %v (the live slots did not agree on one): ending the job", recoveryGen+1, recoveryDeadline(silence))
+				l.stopAll(procs)
+			}
 		case <-backstop:
 			for _, p := range procs {
 				if !isEnded(p) {
@@ -919,6 +938,12 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 	}
 	return l.outcome(procs), procs, false
 }
+
+// recoveryDeadline is how long a loss recovered in place may take to give
+// a generation: twice the silence limit (a loss during the agreement is
+// detected within one) and ten seconds for the agreement itself, which
+// takes milliseconds.
+func recoveryDeadline(silence time.Duration) time.Duration { return 2*silence + 10*time.Second }
 
 // endReplaced ends the processes of slots that were lost and replaced in
 // place once nothing else of the job runs: a slot stopped past the silence

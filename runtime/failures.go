@@ -25,6 +25,10 @@ import (
 //	collective-K    as its K-th collective starts
 //	agree-1         as it begins the agreement on the next generation
 //	                (in-place recovery, SPEC §10.2)
+//	mute-agree-1    not a death: as it begins that agreement the slot
+//	                goes mute in it (sends no agreement message, answers
+//	                none) while it lives and heartbeats — the agreement
+//	                stalls, which the launcher's deadline must end
 type Failure struct {
 	Inc   uint32
 	Rank  int
@@ -35,7 +39,7 @@ type Failure struct {
 // MaxFailures is the most entries a schedule may have.
 const MaxFailures = 64
 
-var failurePoints = map[string]bool{"before-ckpt": true, "mid-ckpt": true, "after-ckpt": true, "collective": true, "agree": true}
+var failurePoints = map[string]bool{"before-ckpt": true, "mid-ckpt": true, "after-ckpt": true, "collective": true, "agree": true, "mute-agree": true}
 
 // ParseFailures parses a failure schedule strictly: unique (incarnation,
 // rank) pairs of non-negative numbers, known points, at most 64 entries.
@@ -73,7 +77,7 @@ func ParseFailures(s string) ([]Failure, error) {
 			}
 			k, err := strconv.Atoi(kS)
 			if !ok || !failurePoints[name] || err != nil || k < 1 || kS[0] == '+' {
-				return nil, bad("point is not one of before-ckpt-K, mid-ckpt-K, after-ckpt-K, collective-K with K ≥ 1")
+				return nil, bad("point is not one of before-ckpt-K, mid-ckpt-K, after-ckpt-K, collective-K, agree-K, mute-agree-K with K ≥ 1")
 			}
 			f.Point, f.K = name, k
 		}
@@ -109,6 +113,10 @@ func (c *Comm) failurePoint(point string, k int) {
 	hit := f.Point == point && f.K == k
 	if f.Point == "" {
 		hit = (point == "after-ckpt" && k == 1) || (point == "collective" && k == 1 && !c.ckpt.used)
+	}
+	if hit && f.Point == "mute-agree" {
+		c.links.rec.muted = true // the recovery loop calls this
+		return
 	}
 	if hit {
 		c.die()

@@ -48,6 +48,7 @@ type recovery struct {
 	engPurpose, prevPurpose byte
 	lossAt                  time.Time     // when the loss that began the agreement was seen
 	fatal                   error         // set once when the job cannot go on
+	muted                   bool          // the test failure schedule's mute-agree: send nothing; loop only
 	changed                 chan struct{} // closed (and replaced) at every new generation or fatal; under mu
 }
 
@@ -289,6 +290,7 @@ func (r *recovery) begin(slot int, why string) {
 	r.eng, r.engPurpose = elastic.NewAgreement(r.l.self, r.layout), agreeLayout
 	c := r.l.cur.Load()
 	c.failurePoint("agree", 1)
+	c.failurePoint("mute-agree", 1)
 	r.send(r.eng.Start(r.failedList()))
 }
 
@@ -327,6 +329,7 @@ func (r *recovery) onMessage(from int, purpose byte, m elastic.Msg) {
 			r.abandon(-1, "told by slot "+fmt.Sprint(from))
 			r.eng, r.engPurpose = elastic.NewAgreement(r.l.self, r.layout), agreeLayout
 			r.l.cur.Load().failurePoint("agree", 1)
+			r.l.cur.Load().failurePoint("mute-agree", 1)
 			// With the slots the message names lost: a prepare that named
 			// none would be refused as a lie (it begins nothing).
 			r.send(r.eng.Start(append(r.failedList(), m.Failed...)))
@@ -389,6 +392,9 @@ func (r *recovery) onRequest(input []byte) {
 func (r *recovery) send(outs []elastic.Out) { r.sendAs(r.engPurpose, outs) }
 
 func (r *recovery) sendAs(purpose byte, outs []elastic.Out) {
+	if r.muted {
+		return
+	}
 	for _, o := range outs {
 		if o.To < 0 || o.To >= r.l.slots || o.To == r.l.self {
 			continue

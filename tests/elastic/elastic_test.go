@@ -509,3 +509,38 @@ comm.barrier()
 		t.Errorf("stderr lacks the program's forged line, shown as written:\n%q", r.Stderr)
 	}
 }
+
+// TestStalledAgreementEnded: slot 1 is killed and slot 2 goes mute in the
+// agreement that follows (alive, heartbeating, answering nothing), so the
+// coordinator waits for its promise: no generation can follow. The
+// launcher ends the job once no generation followed within its deadline
+// (twice the silence limit and 10 s) and restarts it from the newest
+// checkpoint; the result is that of a run without failures, and no
+// process is left.
+func TestStalledAgreementEnded(t *testing.T) {
+	args := []string{"--silence", "1000", "--checkpoint-dir", "ckpt", stencil, "3000", "60", "10"}
+	clean, _ := run(t, "", append([]string{"-n", "3"}, args...)...)
+	r, work := run(t, "0:1@after-ckpt-2,0:2@mute-agree-1", append([]string{"-n", "3", "--spares", "1", "--record", "rec.jsonl"}, args...)...)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%v", r.Code, r)
+	}
+	gens := testbin.ReadRecord(t, filepath.Join(work, "rec.jsonl"))
+	for _, g := range gens {
+		if g.Gen == 0 {
+			for slot, pid := range g.Pids {
+				if err := syscall.Kill(pid, 0); err == nil {
+					t.Errorf("slot %s of incarnation 0 (pid %d) is still running", slot, pid)
+				}
+			}
+		}
+	}
+	if !regexp.MustCompile(`(?m)^sperli: generation 1: no generation followed the loss within 12s \(the live slots did not agree on one\): ending the job$`).MatchString(r.Stderr) {
+		t.Fatalf("the launcher does not say it ended a stalled recovery:\n%v", r)
+	}
+	if !strings.Contains(r.Stderr, "sperli: restart 1 of 3: incarnation 1") {
+		t.Fatalf("no restart after the stalled recovery:\n%v", r)
+	}
+	if got, want := result(t, r), result(t, clean); got != want {
+		t.Fatalf("result %q, want %q", got, want)
+	}
+}
