@@ -166,6 +166,13 @@ func (s *sim) crash(x int) {
 		return
 	}
 	s.crashed[x] = true
+	// What it sent and the network had not delivered yet may be lost, any
+	// of it (a prepare then reaches only some slots).
+	for k, q := range s.queues {
+		if k[0] == x && len(q) > 0 && s.rng.Intn(2) == 0 {
+			s.queues[k] = nil
+		}
+	}
 	for y := 0; y < len(s.agr); y++ {
 		if !s.crashed[y] {
 			s.notice = append(s.notice, pending{y, x})
@@ -245,6 +252,9 @@ func runEngines(t *testing.T, seed int64, cur Layout, before []int, chaos float6
 			continue
 		}
 		k := keys[rng.Intn(len(keys))]
+		if len(s.queues[k]) == 0 {
+			continue // lost with its sender's crash this step
+		}
 		m := s.queues[k][0]
 		s.queues[k] = s.queues[k][1:]
 		if s.crashed[k[1]] {
