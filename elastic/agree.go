@@ -400,7 +400,7 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 					return nil
 				}
 			}
-			a.decide(m.Value)
+			return a.decideFrom(m.Value)
 		}
 		return nil
 	}
@@ -445,7 +445,7 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 			out = append(out, Out{from, Msg{Kind: Accepted, Gen: a.gen(), Ballot: m.Ballot}})
 		}
 	case Decide:
-		a.decide(m.Value)
+		out = append(out, a.decideFrom(m.Value)...)
 	case Report:
 		// The reporter began: so does this slot (it is, or becomes, the
 		// coordinator); a decided one tells it the decision.
@@ -527,6 +527,22 @@ func (a *Agreement) lie(from int, format string, args ...any) {
 func (a *Agreement) lieErr(from int, format string, args ...any) error {
 	return &codes.Error{Code: codes.ProtocolViolation, Rank: from,
 		Msg: fmt.Sprintf("protocol violation by slot %d in the agreement on %d: ", from, a.inst) + fmt.Sprintf(format, args...)}
+}
+
+// decideFrom takes a decision another slot brings. A slot that is the
+// coordinator when it learns it (its round under way, or not begun) tells
+// every live slot: the coordinator that decided may have been lost before
+// its decide reached them all, and the slots it missed wait for this
+// one's round, which a decided slot no longer runs.
+func (a *Agreement) decideFrom(v []byte) []Out {
+	if a.decided != nil {
+		return nil
+	}
+	a.decide(v)
+	if a.started && a.coordinator() == a.self {
+		return a.announce()
+	}
+	return nil
 }
 
 func (a *Agreement) decide(v []byte) {

@@ -168,8 +168,8 @@ func (s *sim) crash(x int) {
 	s.crashed[x] = true
 	// What it sent and the network had not delivered yet may be lost, any
 	// of it (a prepare then reaches only some slots).
-	for k, q := range s.queues {
-		if k[0] == x && len(q) > 0 && s.rng.Intn(2) == 0 {
+	for y := 0; y < len(s.agr); y++ { // in slot order: the seed decides
+		if k := [2]int{x, y}; len(s.queues[k]) > 0 && s.rng.Intn(2) == 0 {
 			s.queues[k] = nil
 		}
 	}
