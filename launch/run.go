@@ -1127,21 +1127,33 @@ func lossReason(msg string, rank int) string {
 }
 
 // outcome is the launcher's exit status: 0 when every rank ended with 0; 75
-// when a rank was lost; 1 otherwise.
+// when a rank was lost; 1 otherwise. A protocol violation that a rank
+// found (H1627, H1609) makes it 1 even when other ranks saw the liar's
+// connections break as a loss (they may see that before the abort that
+// says why): the job failed, and a restart would meet the same peer.
 func (l *launcher) outcome(procs []*rankProc) int {
-	code := 0
+	code, lost, violation := 0, false, false
 	for _, p := range procs {
 		ws, _ := p.state.Sys().(syscall.WaitStatus)
+		if p.status != nil && (p.status.Code == codes.ProtocolViolation.String() || p.status.Code == codes.FrameMalformed.String()) {
+			violation = true
+		}
 		switch {
 		case l.gens.replaced(p.rank):
 			// Lost and replaced in place: the job went on without it.
 		case ws.Signaled() && !p.killed:
-			return runtime.ExitLost
+			lost = true
 		case p.state.ExitCode() == runtime.ExitLost:
-			code = runtime.ExitLost
-		case p.state.ExitCode() != 0 && code == 0:
+			lost = true
+		case p.state.ExitCode() != 0:
 			code = 1
 		}
+	}
+	switch {
+	case violation:
+		return runtime.ExitFail
+	case lost:
+		return runtime.ExitLost
 	}
 	return code
 }
