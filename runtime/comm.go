@@ -520,8 +520,12 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 }
 
 // linkErrWait bounds how long a failed send waits for the loss to end its
-// communicator.
-const linkErrWait = 30 * time.Second
+// communicator; linkDrainWait how long it waits for the peer's reader to
+// take what the peer sent before its connection broke.
+const (
+	linkErrWait   = 30 * time.Second
+	linkDrainWait = time.Second
+)
 
 // linkErr is the error of a call whose frame to rank to of c could not be
 // sent: a code, never a raw network error. The broken connection is a
@@ -537,7 +541,30 @@ func (c *Comm) linkErr(op string, to int, err error) error {
 		return de
 	}
 	if p := c.peerAt(to); p != nil && !p.bye.Load() {
-		p.l.lost(p.rank, "connection broke without bye")
+		// The peer may have ended with an abort (or said bye) that is
+		// still unread: its reader takes what it sent first, so that the
+		// job's end is told by its cause, not taken for a loss of the
+		// peer that told it.
+		p.readSoon()
+		wait := time.NewTimer(linkDrainWait)
+		tick := time.NewTicker(time.Millisecond)
+		for !p.gone.Load() {
+			select {
+			case <-c.dead:
+			case <-wait.C:
+			case <-tick.C:
+				continue
+			}
+			break
+		}
+		wait.Stop()
+		tick.Stop()
+		if de := c.deadErr(); de != nil {
+			return de
+		}
+		if !p.bye.Load() {
+			p.l.lost(p.rank, "connection broke without bye")
+		}
 	}
 	if !c.links.lossReturn.Load() {
 		t := time.NewTimer(linkErrWait)

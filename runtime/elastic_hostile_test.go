@@ -2,7 +2,12 @@ package runtime_test
 
 import (
 	"encoding/binary"
+	"strings"
+	"sync"
 	"testing"
+
+	"sperli/codes"
+	"sperli/runtime"
 )
 
 // Frame types of docs/protocol.md §2.3 added for elastic recovery.
@@ -74,4 +79,48 @@ func TestAgreeFlood(t *testing.T) {
 	}
 	newHostile(t, comms[1]).write(0, flood...)
 	wantViolationBy(t, ctx, comms[0], comms[1], "slot 1")
+}
+
+// TestClaimedLossOfALiveSlot: slot 1 tells slot 0 that slot 2 is lost (a
+// report for generation 1) while slot 2 lives and heartbeats. Slot 0
+// believes a loss only when it sees it itself: it neither abandons its
+// generation nor evicts slot 2, and once slot 2 has stayed heard from past
+// twice its silence limit, it names slot 1 (H1627).
+func TestClaimedLossOfALiveSlot(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 4)
+	f.spec.Size, f.spec.Spares, f.spec.SilenceMS = 3, 1, 200
+	comms := make([]*runtime.Comm, 4)
+	var wg sync.WaitGroup
+	for s := range comms {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			var err error
+			if comms[s], err = runtime.Init(ctx, f.job(s)); err != nil {
+				t.Errorf("Init(slot %d) = %v", s, err)
+			}
+		}(s)
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Cleanup(func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	})
+	report := []byte{0, 6, 0, 0, 0, 0, 1} // purpose layout, a report for generation 1
+	report = append(report, make([]byte, 16)...)
+	report = append(report, 0, 1, 0, 2) // failed: slot 2
+	newHostile(t, comms[1]).write(0, rawFrame{Type: tAgree, Payload: report})
+	_, err := comms[0].Recv(ctx, 1, 99)
+	wantCode(t, "slot 0 after slot 1's claim", err, codes.ProtocolViolation)
+	if !strings.Contains(err.Error(), "protocol violation by slot 1: it named slot 2 lost") {
+		t.Fatalf("error %q does not name slot 1 for its claim about slot 2", err)
+	}
+	if comms[0].Recovering() {
+		t.Fatal("slot 0 abandoned its generation for the claim")
+	}
 }

@@ -38,6 +38,7 @@ type recovery struct {
 	events []recEvent  // losses, requests and agreement messages, in order; under mu
 	queued map[int]int // agreement messages in events, by sender; under mu
 	ahead  []recEvent  // agreement messages for the generation after the next, kept for it; loop only
+	parked []parkedMsg // agreement messages naming a loss this slot has not seen yet; loop only
 	kick   chan struct{}
 	layout elastic.Layout     // the layout of the generation this slot is in; loop only
 	failed map[int]string     // slots known lost and why
@@ -60,6 +61,7 @@ type recEvent struct {
 	purpose byte   // of an agreement message
 	note    bool   // the loss is only recorded (LossReturn)
 	request []byte // shrink or grow asked for by this rank's program
+	check   bool   // a claimed loss may be past its wait (checkClaims)
 }
 
 // note records the loss of slot in LossReturn mode: no agreement starts.
@@ -138,7 +140,7 @@ func (r *recovery) loop() {
 			}
 			e := r.events[0]
 			r.events = r.events[1:]
-			if e.lost < 0 && e.request == nil {
+			if e.lost < 0 && e.request == nil && !e.check {
 				r.queued[e.from]--
 			}
 			r.mu.Unlock()
@@ -148,6 +150,11 @@ func (r *recovery) loop() {
 }
 
 func (r *recovery) handle(e recEvent) {
+	if e.check {
+		r.checkClaims()
+		r.unpark()
+		return
+	}
 	if e.request != nil {
 		r.onRequest(e.request)
 	} else if e.lost >= 0 {
@@ -173,9 +180,111 @@ func (r *recovery) handle(e recEvent) {
 			r.ahead = append(r.ahead, e) // taken once this slot is in the next generation
 			return
 		}
+		if len(r.unconfirmed(m)) > 0 || r.parkedFrom(e.from) > 0 {
+			// It names a slot lost that this slot still hears from: taken
+			// once this slot's own detector agrees (checkClaims), in order
+			// with what its sender sent after it.
+			if r.parkedFrom(e.from) >= maxQueued {
+				r.end(slotViolation(e.from, "more than %d agreement messages wait for this slot to see the losses they claim", maxQueued))
+				return
+			}
+			if len(r.parked) == 0 {
+				wait := r.claimWait()
+				time.AfterFunc(wait+time.Millisecond, func() { r.post(recEvent{lost: -1, check: true}) })
+			}
+			r.parked = append(r.parked, parkedMsg{e: e, m: m, at: time.Now()})
+			return
+		}
 		r.onMessage(e.from, e.purpose, m)
 	}
 	r.progress()
+	r.unpark()
+}
+
+// A slot believes a loss another claims (the failed slots of an
+// agreement message) only once it sees it itself: a broken connection at
+// once, a silence within its own silence limit. Honest slots see a crash
+// within milliseconds of each other and a stopped process within a
+// silence limit; a slot that claims the loss of one this slot still hears
+// from, past claimWait, lies (or sees a network this slot does not: a
+// partition, which the fault model leaves out), and is named (H1627).
+type parkedMsg struct {
+	e  recEvent
+	m  elastic.Msg
+	at time.Time
+}
+
+// claimWait is how long a claimed loss may wait for this slot's own sight
+// of it: twice its silence limit and a second.
+func (r *recovery) claimWait() time.Duration {
+	return 2*time.Duration(r.l.silenceMS.Load())*time.Millisecond + time.Second
+}
+
+// unconfirmed is the slots m names lost that are live in this slot's
+// layout and not lost to this slot itself. (This slot named lost is not
+// among them: the others declared it lost, and it ends.)
+func (r *recovery) unconfirmed(m elastic.Msg) []int {
+	var out []int
+	for _, s := range m.Failed {
+		if _, known := r.failed[s]; known || s == r.l.self || !slices.Contains(r.layout.Live(), s) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (r *recovery) parkedFrom(from int) int {
+	n := 0
+	for _, p := range r.parked {
+		if p.e.from == from {
+			n++
+		}
+	}
+	return n
+}
+
+// unpark takes the parked messages whose claimed losses this slot has
+// seen now, each sender's in order.
+func (r *recovery) unpark() {
+	for again := true; again && r.fatalErr() == nil; {
+		again = false
+		blocked := map[int]bool{}
+		for i, p := range r.parked {
+			if blocked[p.e.from] {
+				continue
+			}
+			if len(r.unconfirmed(p.m)) > 0 {
+				blocked[p.e.from] = true
+				continue
+			}
+			r.parked = slices.Delete(r.parked, i, i+1)
+			r.onMessage(p.e.from, p.e.purpose, p.m)
+			r.progress()
+			again = true
+			break
+		}
+	}
+}
+
+// checkClaims names the sender of the oldest claim past claimWait.
+func (r *recovery) checkClaims() {
+	wait := r.claimWait()
+	for _, p := range r.parked {
+		if c := r.unconfirmed(p.m); len(c) > 0 && time.Since(p.at) >= wait {
+			r.end(slotViolation(p.e.from, "it named slot %d lost, and %v later this slot still hears from that slot (its silence limit is %d ms)", c[0], wait, r.l.silenceMS.Load()))
+			return
+		}
+	}
+	if len(r.parked) > 0 {
+		time.AfterFunc(time.Until(r.parked[0].at.Add(wait))+time.Millisecond, func() { r.post(recEvent{lost: -1, check: true}) })
+	}
+}
+
+func (r *recovery) fatalErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fatal
 }
 
 // aheadFrom counts the messages of slot from kept for a later generation.
@@ -326,7 +435,13 @@ func (r *recovery) onMessage(from int, purpose byte, m elastic.Msg) {
 				return
 			}
 			r.lossAt = time.Now()
-			r.abandon(-1, "told by slot "+fmt.Sprint(from))
+			lost := -1 // the rank the message names lost (firstOfRecovery: there is one)
+			for _, s := range m.Failed {
+				if _, isRank := r.layout.RankOf(s); isRank && lost < 0 {
+					lost = s
+				}
+			}
+			r.abandon(lost, "told by slot "+fmt.Sprint(from))
 			r.eng, r.engPurpose = elastic.NewAgreement(r.l.self, r.layout), agreeLayout
 			r.l.cur.Load().failurePoint("agree", 1)
 			r.l.cur.Load().failurePoint("mute-agree", 1)
