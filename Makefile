@@ -4,6 +4,7 @@ GO       ?= go
 BIN      := bin
 SPERLI   := $(BIN)/sperli
 FUZZTIME ?= 10s
+PROPERTY_RUNS ?= 300
 
 .PHONY: all build build-go run test test-hosts test-slurm race fuzz golden bench bench-coll bench-recovery trace-picture verify clean
 
@@ -60,6 +61,8 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+	@echo "recovery property: random programs under random losses"
+	PROPERTY_RUNS=$(PROPERTY_RUNS) $(GO) test -count=1 -timeout 60m -run '^TestRecoveryProperty$$' ./tests/elastic/
 	@echo "fuzz libsperli (C layer)"
 	LIBSPERLI_FUZZTIME=$(FUZZTIME) $(GO) test -count=1 -run '^TestFuzzLibsperli$$' -v ./tests/clib/
 
