@@ -183,35 +183,71 @@ func (c *Comm) revokeIn(from int, payload []byte) error {
 	return nil
 }
 
-// agreeValue is the decided value of an Agree: the AND of the flags and
-// the failed slots.
-func agreeValue(flag uint64, failed []int) []byte {
+// The calls whose consensus an Agree instance is (its input's last byte):
+// a program's agree, or the first step of a shrink or grow. A rank in
+// agree and another in shrink would otherwise take one instance for the
+// same call and go on to different next calls, and wait for ever.
+const (
+	agreeOfAgree  = 0
+	agreeOfShrink = 1
+	agreeOfGrow   = 2
+)
+
+var agreeCallName = [...]string{"agree", "shrink", "grow"}
+
+// agreeMismatch is a decided Agree's disagreement: slot A made call
+// KindA, slot B call KindB.
+type agreeMismatch struct {
+	A, B         int
+	KindA, KindB byte
+}
+
+// agreeValue is the decided value of an Agree: the AND of the flags, the
+// failed slots, and a mismatch byte (0: none; 1: then two slots and
+// their calls that differ, u16 and u8 each).
+func agreeValue(flag uint64, failed []int, mis *agreeMismatch) []byte {
 	b := binary.BigEndian.AppendUint64(nil, flag)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(failed)))
 	for _, s := range failed {
 		b = binary.BigEndian.AppendUint16(b, uint16(s))
 	}
-	return b
+	if mis == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint16(b, uint16(mis.A))
+	b = append(b, mis.KindA)
+	b = binary.BigEndian.AppendUint16(b, uint16(mis.B))
+	return append(b, mis.KindB)
 }
 
-func parseAgreeValue(b []byte, slots int) (uint64, []int, error) {
-	if len(b) < 10 {
-		return 0, nil, codes.New(codes.ProtocolViolation, "agree: a decided value of %d bytes", len(b))
+func parseAgreeValue(b []byte, slots int) (uint64, []int, *agreeMismatch, error) {
+	if len(b) < 11 {
+		return 0, nil, nil, codes.New(codes.ProtocolViolation, "agree: a decided value of %d bytes", len(b))
 	}
 	flag := binary.BigEndian.Uint64(b)
 	n := int(binary.BigEndian.Uint16(b[8:]))
-	if n > slots || len(b) != 10+2*n {
-		return 0, nil, codes.New(codes.ProtocolViolation, "agree: a decided value of %d bytes naming %d slots", len(b), n)
+	rest := len(b) - 10 - 2*n
+	if n > slots || rest < 1 || (b[len(b)-rest] == 0 && rest != 1) || (b[len(b)-rest] == 1 && rest != 7) || b[len(b)-rest] > 1 {
+		return 0, nil, nil, codes.New(codes.ProtocolViolation, "agree: a decided value of %d bytes naming %d slots", len(b), n)
 	}
 	var failed []int
 	for i := 0; i < n; i++ {
 		s := int(binary.BigEndian.Uint16(b[10+2*i:]))
 		if s >= slots {
-			return 0, nil, codes.New(codes.ProtocolViolation, "agree: a decided value names slot %d of %d", s, slots)
+			return 0, nil, nil, codes.New(codes.ProtocolViolation, "agree: a decided value names slot %d of %d", s, slots)
 		}
 		failed = append(failed, s)
 	}
-	return flag, failed, nil
+	if rest == 1 {
+		return flag, failed, nil, nil
+	}
+	m := b[10+2*n+1:]
+	mis := &agreeMismatch{A: int(binary.BigEndian.Uint16(m)), KindA: m[2], B: int(binary.BigEndian.Uint16(m[3:])), KindB: m[5]}
+	if mis.A >= slots || mis.B >= slots || int(mis.KindA) >= len(agreeCallName) || int(mis.KindB) >= len(agreeCallName) || mis.KindA == mis.KindB {
+		return 0, nil, nil, codes.New(codes.ProtocolViolation, "agree: a decided value with a mismatch of slots %d, %d calls %d, %d", mis.A, mis.B, mis.KindA, mis.KindB)
+	}
+	return flag, failed, mis, nil
 }
 
 // agrees holds a generation's consensus instances of Agree, by
@@ -308,6 +344,11 @@ func (c *Comm) Agree(ctx context.Context, flag uint64) (out uint64, err error) {
 	if sp := traceBegin(); sp.on() {
 		defer func() { sp.call("agree", err, targ("flag", int(flag)), targ("result", int(out))) }()
 	}
+	return c.agreeAs(ctx, flag, agreeOfAgree)
+}
+
+// agreeAs is Agree as the first step of call kind (agreeOf…).
+func (c *Comm) agreeAs(ctx context.Context, flag uint64, kind byte) (out uint64, err error) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -329,13 +370,24 @@ func (c *Comm) Agree(ctx context.Context, flag uint64) (out uint64, err error) {
 	slots := c.links.slots
 	eng := elastic.NewConsensus(c.links.self, members, slots, int(k), func(failed []int, inputs map[int][]byte) ([]byte, error) {
 		and := ^uint64(0)
-		for _, in := range inputs {
-			if len(in) != 8 {
-				return nil, codes.New(codes.ProtocolViolation, "agree: an input of %d bytes", len(in))
+		var mis *agreeMismatch
+		first := -1
+		for _, s := range members { // in slot order, so the value names the same slots whoever decides
+			in, ok := inputs[s]
+			if !ok {
+				continue
+			}
+			if len(in) != 9 || int(in[8]) >= len(agreeCallName) {
+				return nil, codes.New(codes.ProtocolViolation, "agree: an input of %d bytes from slot %d", len(in), s)
 			}
 			and &= binary.BigEndian.Uint64(in)
+			if first < 0 {
+				first = s
+			} else if k0 := inputs[first][8]; in[8] != k0 && mis == nil {
+				mis = &agreeMismatch{A: first, KindA: k0, B: s, KindB: in[8]}
+			}
 		}
-		return agreeValue(and, failed), nil
+		return agreeValue(and, failed, mis), nil
 	})
 	in := &agreeInst{c: c, eng: eng, done: make(chan struct{})}
 	a := &c.agrees
@@ -345,7 +397,7 @@ func (c *Comm) Agree(ctx context.Context, flag uint64) (out uint64, err error) {
 	}
 	key := [2]uint32{c.ctxID, uint32(k)}
 	a.insts[key] = in
-	in.send(eng.SetInput(binary.BigEndian.AppendUint64(nil, flag)))
+	in.send(eng.SetInput(append(binary.BigEndian.AppendUint64(nil, flag), kind)))
 	in.send(eng.Start(known))
 	for _, e := range a.early[key] {
 		in.send(eng.Receive(e.from, e.m))
@@ -368,9 +420,21 @@ func (c *Comm) Agree(ctx context.Context, flag uint64) (out uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	and, failed, err := parseAgreeValue(v, slots)
+	and, failed, mis, err := parseAgreeValue(v, slots)
 	if err != nil {
 		return 0, err
+	}
+	if mis != nil {
+		// The same on every live rank: each ends the job with it.
+		rankOf := func(s int) string {
+			for r := range members {
+				if members[r] == s {
+					return fmt.Sprintf("rank %d", r)
+				}
+			}
+			return fmt.Sprintf("slot %d", s)
+		}
+		return 0, c.mismatch("collective mismatch in agree call %d: %s called %s, %s called %s", k, rankOf(mis.A), agreeCallName[mis.KindA], rankOf(mis.B), agreeCallName[mis.KindB])
 	}
 	for _, s := range failed {
 		if s != c.links.self {
@@ -428,7 +492,11 @@ func (c *Comm) regroup(ctx context.Context, op string) (nc *Comm, err error) {
 		return nil, &codes.Error{Code: codes.Finished, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: the job recovers losses itself; call set_on_loss(\"return\") first", op)}
 	}
 	// The failed set, the same on every live rank.
-	if _, err := c.Agree(ctx, 1); err != nil {
+	kind := byte(agreeOfGrow)
+	if op == "shrink" {
+		kind = agreeOfShrink
+	}
+	if _, err := c.agreeAs(ctx, 1, kind); err != nil {
 		return nil, err
 	}
 	if len(c.Failed()) == 0 {

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"sperli/codes"
@@ -142,5 +143,37 @@ func TestShrink(t *testing.T) {
 	}
 	if err := comms[0].Barrier(ctx); codes.Of(err) != codes.Revoked {
 		t.Fatalf("the old communicator after shrink: %v, want H1626", err)
+	}
+}
+
+// TestAgreeAgainstShrink: after a loss, rank 0 calls agree while ranks 1
+// and 2 call shrink, whose first step is an agree of its own. The two
+// calls are not one: every rank ends with H1613 naming both (or H1612 of
+// it, from the rank that said it first) instead of going on to different
+// next calls and waiting for ever.
+func TestAgreeAgainstShrink(t *testing.T) {
+	ctx := testCtx(t)
+	live := lossReturnJob(t, ctx, 4)
+	errs := each(live, func(c *runtime.Comm) error {
+		if c.Rank() == 0 {
+			_, err := c.Agree(ctx, 1)
+			return err
+		}
+		_, err := c.Shrink(ctx)
+		return err
+	})
+	for r, err := range errs {
+		ce := codes.As(err)
+		switch {
+		case ce == nil:
+			t.Errorf("rank %d: %v, want H1613", r, err)
+		case ce.Code == codes.CollectiveMismatch:
+			if !strings.Contains(err.Error(), "collective mismatch in agree call 1: rank 0 called agree, rank 1 called shrink") {
+				t.Errorf("rank %d: %v: want it to name rank 0's agree and rank 1's shrink", r, err)
+			}
+		case ce.Code == codes.JobEnded && ce.Cause != nil && ce.Cause.Code == codes.CollectiveMismatch:
+		default:
+			t.Errorf("rank %d: %v, want H1613", r, err)
+		}
 	}
 }
