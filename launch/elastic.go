@@ -263,12 +263,16 @@ func (g *generations) report(slot int, line []byte) int {
 	switch r.Kind {
 	case "spare":
 		g.mu.Lock()
+		fresh := false
 		for _, s := range r.Lost {
+			fresh = fresh || !g.gone[s]
 			g.gone[s] = true // its end is no loss of the job
 		}
 		g.goneGrewLocked()
 		g.mu.Unlock()
-		g.say("%s", r.Msg)
+		if fresh {
+			g.say("%s", r.Msg) // once: every live slot reports it
+		}
 		return -1
 	case "start":
 		// A slot of a restarted incarnation is back in its program.

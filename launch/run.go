@@ -881,7 +881,7 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 				l.gens.badEnd()
 			}
 			l.endReplaced(procs)
-			if !p.state.Success() && !p.killed && backstop == nil && !l.gens.recovers(p) {
+			if !p.state.Success() && !p.killed && backstop == nil && !l.gens.recovers(p) && !l.gens.replaced(p.rank) {
 				backstop = time.After(silence + 3*time.Second)
 			}
 			if recovery == nil && !p.killed && l.gens.recovers(p) && l.gens.inPlace() {
@@ -996,6 +996,11 @@ func (l *launcher) ended(p *rankProc) {
 		// failed): neither a rank's signal nor a peer it saw go is a loss.
 	case p.killed:
 		// A replaced slot the launcher ended (endReplaced): said there.
+	case l.gens.replaced(p.rank) && !ws.Signaled():
+		// A slot the job declared lost and went on without (a spare or
+		// a rank stopped past the silence limit, then continued) that
+		// found itself left and ended: its loss was said already, and
+		// what it says now of the others is what it saw as a zombie.
 	case l.gens.recovers(p) && ws.Signaled():
 		// Said with the generation that replaces it (elastic.go).
 		l.gens.lostProc(p, signalWhy(ws))

@@ -317,6 +317,13 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 		p.close()
 	}
 	if !note && r.eng == nil && r.layout.IsSpare(r.l.self) && r.everyRankLost() {
+		if r.aloneLeft() {
+			// Every other slot's connection ended: this spare was declared
+			// lost (stopped past the silence limit, then continued) and
+			// the job went on without it, or ended.
+			r.end(r.zombie())
+			return
+		}
 		// No rank is left to begin (a spare waits for a rank to, SPEC
 		// §10.2): with every program gone, the spares take the ranks'
 		// places in place, or the job ends when too few are left.
@@ -361,6 +368,11 @@ func (r *recovery) aloneLeft() bool {
 		}
 	}
 	return r.l.slots > 1
+}
+
+// zombie is the error of a slot every other slot has left.
+func (r *recovery) zombie() error {
+	return codes.New(codes.PeerLost, "slot %d: every other slot's connection to it ended: it was declared lost (silent past the silence limit, or cut off) and the job went on without it, or the job ended", r.l.self)
 }
 
 // everyRankLost reports whether every rank of the current layout is known
@@ -535,7 +547,7 @@ func (r *recovery) progress() {
 		if err := r.eng.Err(); err != nil {
 			if r.aloneLeft() {
 				// Not a minority that lost the others: the others left it.
-				err = codes.New(codes.PeerLost, "slot %d: every other slot's connection to it ended: it was declared lost (silent past the silence limit, or cut off) and the job went on without it, or the job ended", r.l.self)
+				err = r.zombie()
 			}
 			r.end(err)
 			return

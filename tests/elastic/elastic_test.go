@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -541,6 +542,92 @@ func TestStalledAgreementEnded(t *testing.T) {
 		t.Fatalf("no restart after the stalled recovery:\n%v", r)
 	}
 	if got, want := result(t, r), result(t, clean); got != want {
+		t.Fatalf("result %q, want %q", got, want)
+	}
+}
+
+// lockedBuffer is a buffer a test reads while a process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestStoppedSpareContinued: a spare stopped (SIGSTOP) past the silence
+// limit is declared lost; continued (SIGCONT) while the job still runs, it
+// finds every connection to it ended and exits by itself, and the job
+// ends with 0 and the result of a run without failures — the zombie keeps
+// neither the job nor the launcher waiting.
+func TestStoppedSpareContinued(t *testing.T) {
+	args := []string{"-n", "2", "--spares", "1", "--silence", "500", "--checkpoint-dir", "ckpt", "--record", "rec.jsonl", stencil, "3000", "4000", "50"}
+	work := t.TempDir()
+	cmd := exec.Command(sperli, append([]string{"run"}, args...)...)
+	cmd.Dir, cmd.Env = work, append(slices.Clone(baseEnv), "TMPDIR="+t.TempDir())
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{}) // closed once the launcher has ended
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			testbin.KillTree(cmd.Process.Pid)
+			<-done
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var spare int
+	if !testbin.Poll(ctx, 10*time.Millisecond, func() bool {
+		b, _ := os.ReadFile(filepath.Join(work, "rec.jsonl"))
+		var g genRecord
+		if json.Unmarshal(b, &g) == nil {
+			spare = g.Pids["2"]
+		}
+		m, _ := filepath.Glob(filepath.Join(work, "ckpt", "*", "*"))
+		return spare > 0 && len(m) > 0 // joined: a checkpoint was written
+	}) {
+		t.Fatal("no record with the spare's pid, or no checkpoint")
+	}
+	if err := syscall.Kill(spare, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if !testbin.Poll(ctx, 10*time.Millisecond, func() bool { return strings.Contains(stderr.String(), "slot 2 (a spare) lost") }) {
+		syscall.Kill(spare, syscall.SIGCONT)
+		t.Fatalf("the stopped spare was never declared lost:\n%s", stderr.String())
+	}
+	syscall.Kill(spare, syscall.SIGCONT)
+	if !testbin.Poll(ctx, 10*time.Millisecond, func() bool { p, ok := testbin.ReadProc(spare); return !ok || p.State == "Z" }) {
+		t.Fatalf("the continued spare (pid %d) never ended:\n%s", spare, stderr.String())
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("the launcher never ended:\n%s", stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "was replaced and did not end; killed") {
+		t.Fatalf("the launcher had to kill the continued spare:\n%s", stderr.String())
+	}
+	clean, _ := run(t, "", "-n", "2", "--checkpoint-dir", "ckpt", stencil, "3000", "4000", "50")
+	if got, want := result(t, testbin.Result{Stdout: stdout.String()}), result(t, clean); got != want {
 		t.Fatalf("result %q, want %q", got, want)
 	}
 }
