@@ -154,7 +154,11 @@ func TestInPlaceScenarios(t *testing.T) {
 	}{
 		{"promotion", "0:3", []int{3}},
 		{"root", "0:0", []int{0}},
-		{"multi", "0:1,0:5", []int{1, 5}},
+		// Both at their first checkpoint: at once when both reach it in
+		// generation 0; the first loss may abandon generation 0 before
+		// the other's checkpoint completes there, and then it dies at
+		// its first checkpoint of generation 1.
+		{"multi", "0:1,0:5,1:1,1:5", []int{1, 5}},
 		{"continuous", "0:2,1:3", []int{2, 3}},
 		{"during the agreement", "0:2,0:4@agree-1", []int{2, 4}},
 		{"the coordinator during the agreement", "0:2,0:0@agree-1", []int{0, 2}},
