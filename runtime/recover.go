@@ -226,10 +226,12 @@ func (r *recovery) claimWait() time.Duration {
 func (r *recovery) unconfirmed(m elastic.Msg) []int {
 	var out []int
 	for _, s := range m.Failed {
-		if _, known := r.failed[s]; known || s == r.l.self || !slices.Contains(r.layout.Live(), s) {
+		if _, known := r.failed[s]; known || s == r.l.self {
 			continue
 		}
-		out = append(out, s)
+		if _, isRank := r.layout.RankOf(s); isRank || r.layout.IsSpare(s) {
+			out = append(out, s) // live here: not Live(), which sorts a copy per call
+		}
 	}
 	return out
 }

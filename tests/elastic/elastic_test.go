@@ -18,7 +18,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -550,24 +549,6 @@ func TestStalledAgreementEnded(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a buffer a test reads while a process writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestStoppedSpareContinued: a spare stopped (SIGSTOP) past the silence
 // limit is declared lost; continued (SIGCONT) while the job still runs, it
 // finds every connection to it ended and exits by itself, and the job
@@ -578,7 +559,7 @@ func TestStoppedSpareContinued(t *testing.T) {
 	work := t.TempDir()
 	cmd := exec.Command(sperli, append([]string{"run"}, args...)...)
 	cmd.Dir, cmd.Env = work, append(slices.Clone(baseEnv), "TMPDIR="+t.TempDir())
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testbin.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {

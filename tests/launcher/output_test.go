@@ -392,22 +392,7 @@ func TestHandStartedNoRecord(t *testing.T) {
 }
 
 // syncBuffer is a buffer a test may read while a process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testbin.SyncBuffer
 
 // syncProc is a process whose standard output goes to a syncBuffer.
 type syncProc struct {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -169,4 +170,22 @@ func WaitPIDs(t testing.TB, ctx context.Context, l *Process, dir string, n int, 
 		t.Fatalf("%s\nstdout:\n%s\nstderr:\n%s", bad, &l.Stdout, &l.Stderr)
 	}
 	return pids
+}
+
+// SyncBuffer is a buffer a test may read while a process writes it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
