@@ -27,7 +27,11 @@ type fdConn struct {
 	fd           int
 	laddr, raddr net.Addr
 
-	spin     atomic.Int64 // read spin limit, nanoseconds
+	spin atomic.Int64 // read spin limit, nanoseconds
+	// busy, when not nil and above 0, says the process's writers are at
+	// work: a read then parks at once rather than take the processor
+	// they need (setBusy).
+	busy     *atomic.Int32
 	budget   atomic.Int64 // how long a read spins now (adapt), at most spin
 	rdl, wdl atomic.Int64 // deadlines, unix nanoseconds; 0: none
 	closing  atomic.Bool
@@ -80,6 +84,7 @@ func dupSocket(fd uintptr) (int, error) {
 }
 
 func (c *fdConn) setSpin(d time.Duration)  { c.spin.Store(int64(d)); c.budget.Store(int64(d)) }
+func (c *fdConn) setBusy(b *atomic.Int32)  { c.busy = b }
 func (c *fdConn) spinLimit() time.Duration { return time.Duration(c.spin.Load()) }
 
 func (c *fdConn) begin() error {
@@ -143,7 +148,7 @@ func (c *fdConn) Read(b []byte) (int, error) {
 		if i == 0 {
 			start, budget = now, c.budget.Load()
 		}
-		if now-start < budget {
+		if now-start < budget && (c.busy == nil || c.busy.Load() == 0) {
 			if i&yieldEvery == yieldEvery-1 {
 				schedYield() // let a process that must run for the data run
 			}

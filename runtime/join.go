@@ -134,6 +134,7 @@ func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
 	}
 	c := newComm(j)
 	c.spin = spin
+	c.links.spins = spin > 0
 	// The control channel is watched from the start: a launcher that goes
 	// while the rank still joins (it was interrupted, another rank could
 	// not be started) ends the join at once, not at the join window's end.
@@ -240,7 +241,7 @@ func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
 	}
 	for r, jn := range got {
 		jn.conn.SetDeadline(time.Time{})
-		setSpin(jn.conn, spin)
+		setSpin(jn.conn, spin, &c.links.writing)
 		c.links.peers[r] = newPeer(c.links, r, jn.conn, jn.silence)
 	}
 	c.bind()

@@ -18,6 +18,10 @@ type links struct {
 	self  int     // this process's slot
 	slots int     // the job's ranks and spares
 	peers []*peer // by slot; nil at self
+	spins bool    // reads spin before they block (spin.go): a waiting receiver takes reading over
+	// writing counts the writer goroutines writing large frames: reads do
+	// not spin meanwhile (setSpin).
+	writing atomic.Int32
 
 	cur atomic.Pointer[Comm] // the job's communicator of the generation this slot is in
 

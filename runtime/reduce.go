@@ -117,7 +117,7 @@ func reduceAll(t Type, op Op, contrib [][]byte) ([]byte, error) {
 	if err := sameLengths("reduce", contrib); err != nil {
 		return nil, err
 	}
-	acc := make([]byte, len(contrib[0]))
+	acc := alignedBytes(len(contrib[0]))
 	copy(acc, contrib[0])
 	if op == Land || op == Lor || op == Lxor {
 		normalise(t, acc)

@@ -17,18 +17,22 @@ package runtime
 //
 // A new algorithm is one file with a method on collCall, and a line here.
 //
-// | call | small | large (≥ chainMin bytes per rank, 2 ranks or more) |
-// | --- | --- | --- |
-// | barrier | dissemination (dissem.go), ⌈log2 n⌉ rounds | — |
-// | bcast | star (star.go) | pipelined chain from the root, done back (chain.go) |
-// | reduce, allreduce, reduce_scatter | star | pipelined chain 0 → … → n−1 in rank order (chain.go) |
-// | allgather | star | ring (ring.go) |
-// | alltoall | pairwise exchange (pairwise.go) | pairwise exchange |
-// | gather, scatter | star | star |
+// | call | small (all ranks' data ≤ bruckMax) | middle | large (≥ chainMin bytes per rank, 2 ranks or more) |
+// | --- | --- | --- | --- |
+// | barrier | dissemination (dissem.go), ⌈log2 n⌉ rounds | — | — |
+// | reduce, allreduce, reduce_scatter | bruck (bruck.go), then the fold on every rank | star (star.go) | blocks: reduce-scatter to block owners, each folding in rank order, then the blocks to all or the root (rsag.go) |
+// | allgather | bruck | star | ring (ring.go) |
+// | bcast | star | star | pipelined chain from the root, done back (chain.go) |
+// | alltoall | pairwise exchange (pairwise.go) | pairwise | pairwise |
+// | gather, scatter | star | star | star |
+//
+// Frames of at most directMax bytes are written by the calling goroutine
+// (peer.post), larger ones by the connection's writer, so that the
+// schedule takes frames while its chunks are sealed and written.
 
 // chainMin is the data size from which reductions, bcast and allgather
-// pipeline through the ranks instead of meeting at the root: below it the
-// star's two steps of latency win, above it the root's links are the
+// pipeline (blocks, chain, ring) instead of meeting at the root: below it
+// the star's two steps of latency win, above it the root's links are the
 // bottleneck (measured: docs/benchmarks.md).
 const chainMin = 64 << 10
 

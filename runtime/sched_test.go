@@ -3,18 +3,30 @@ package runtime_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"testing"
 
 	"sperli/codes"
 	"sperli/runtime"
 )
 
-// Sizes around the schedule switch (chainMin) and the chunk boundaries.
+// Sizes around the schedule switches (bruckMax for all ranks' data
+// together, chainMin per rank) and the chunk boundaries.
 const (
+	bruckMax = 64 << 10
 	chainMin = 64 << 10
 	chunk    = 256 << 10
 )
+
+// bruckSizes are per-rank data sizes of elements of size bytes on both
+// sides of the small-call switch of n ranks, whole blocks of n.
+func bruckSizes(size, n int) []int {
+	at := bruckMax / n
+	at -= at % (size * n)
+	return []int{at, at + size*n}
+}
 
 // tiled is rank r's contribution for (t, op) grown to about n bytes: the
 // edge values of contribution, repeated, so every element of a large call
@@ -68,7 +80,7 @@ func TestSchedulesMatchTheFold(t *testing.T) {
 				}
 			}
 			for _, ty := range []mType{mTypes[2], mTypes[6]} {
-				for _, sz := range schedSizes(ty.size) {
+				for _, sz := range append(schedSizes(ty.size), bruckSizes(ty.size, n)...) {
 					jobs = append(jobs, job{ty, runtime.Sum, sz - sz%(ty.size*n)})
 				}
 			}
@@ -108,6 +120,58 @@ func TestSchedulesMatchTheFold(t *testing.T) {
 	}
 }
 
+// TestFoldAtEveryRankCount: float64 sums (whose result depends on the
+// order of the fold) by allreduce, reduce and reduce_scatter on 1 to 32
+// ranks, at sizes on both sides of every schedule switch and across
+// chunks, are byte for byte the sequential fold in rank order.
+func TestFoldAtEveryRankCount(t *testing.T) {
+	f64 := mTypes[6]
+	for _, n := range []int{1, 4, 7, 16, 32} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ctx := testCtx(t)
+			comms := newFixture(t, n).initAll(ctx)
+			sizes := append(bruckSizes(8, n), chainMin-8*n, chainMin+8*n, chunk*n/2+8*n)
+			runAll(t, comms, func(c *runtime.Comm) error {
+				for _, sz := range sizes {
+					sz -= sz % (8 * n)
+					all := make([][]byte, n)
+					for q := range all {
+						all[q] = orderSensitive(q, sz/8)
+					}
+					want := refReduce(f64, runtime.Sum, all)
+					mine := all[c.Rank()]
+					got, err := c.Allreduce(ctx, runtime.Float64, runtime.Sum, mine)
+					if err != nil || !bytes.Equal(got, want) {
+						return fmt.Errorf("allreduce of %d bytes differs from the fold (%v)", sz, err)
+					}
+					got, err = c.Reduce(ctx, n-1, runtime.Float64, runtime.Sum, mine)
+					if err != nil || c.Rank() == n-1 && !bytes.Equal(got, want) {
+						return fmt.Errorf("reduce of %d bytes differs from the fold (%v)", sz, err)
+					}
+					b := sz / n
+					got, err = c.ReduceScatter(ctx, runtime.Float64, runtime.Sum, mine)
+					if err != nil || !bytes.Equal(got, want[c.Rank()*b:(c.Rank()+1)*b]) {
+						return fmt.Errorf("reduce_scatter of %d bytes: block %d differs from the fold (%v)", sz, c.Rank(), err)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// orderSensitive is rank r's k float64s, little-endian: huge values that
+// cancel and small ones they swallow, so that any other order of the fold
+// than rank order gives other bytes.
+func orderSensitive(r, k int) []byte {
+	out := make([]byte, 8*k)
+	for i := range k {
+		v := orderF64[(r+i)%len(orderF64)] * (1 + float64(i%7)/8)
+		binary.LittleEndian.PutUint64(out[8*i:], math.Float64bits(v))
+	}
+	return out
+}
+
 // TestScheduledMovers: bcast from every root, allgather and alltoall on 1,
 // 2, 3, 5 and 8 ranks at sizes across the switches give what a plain
 // reference says, results are new bytes, and the data is not changed.
@@ -123,9 +187,9 @@ func TestScheduledMovers(t *testing.T) {
 				}
 				return b
 			}
-			sizes := []int{0, 5, chainMin - 1, chainMin, chunk + 1, 3*chunk + 7}
+			sizes := []int{0, 5, bruckMax / max(n, 1), bruckMax/max(n, 1) + 1, chainMin - 1, chainMin, chunk + 1, 3*chunk + 7}
 			if n == 8 {
-				sizes = []int{0, 5, chainMin, chunk + 1}
+				sizes = []int{0, 5, bruckMax / n, bruckMax/n + 1, chainMin, chunk + 1}
 			}
 			runAll(t, comms, func(c *runtime.Comm) error {
 				me := c.Rank()
@@ -180,7 +244,7 @@ func TestScheduledMovers(t *testing.T) {
 // TestScheduleRules: on every schedule a wrong argument on one rank is
 // H1618 on every rank and the job goes on; different lengths are H1613.
 func TestScheduleRules(t *testing.T) {
-	for _, size := range []int{16, chainMin + 16} {
+	for _, size := range []int{16, 8000, chainMin + 16} { // bruck, star, blocks
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			ctx := testCtx(t)
 			comms := newFixture(t, 3).initAll(ctx)
