@@ -53,6 +53,12 @@ type collStat struct {
 	// it, in all its calls.
 	MinWaitMS float64 `json:"min_wait_ms"`
 	MaxWaitMS float64 `json:"max_wait_ms"`
+	// SentMsgs … RecvBytes are the frames its schedules sent and took,
+	// and their data's bytes, summed over the ranks.
+	SentMsgs  int64 `json:"sent_msgs"`
+	SentBytes int64 `json:"sent_bytes"`
+	RecvMsgs  int64 `json:"recv_msgs"`
+	RecvBytes int64 `json:"recv_bytes"`
 }
 
 // report is the --stats report: a line per rank and one per kind of
@@ -157,6 +163,10 @@ func statsReport(procs []*rankProc, sight map[int]string) report {
 				continue
 			}
 			cs.Calls = max(cs.Calls, c.Calls)
+			cs.SentMsgs += max(0, c.SentMsgs)
+			cs.SentBytes += max(0, c.SentBytes)
+			cs.RecvMsgs += max(0, c.RecvMsgs)
+			cs.RecvBytes += max(0, c.RecvBytes)
 			kw, ranks = append(kw, c.WaitMS), append(ranks, r.Rank)
 		}
 		if len(kw) == 0 {
@@ -218,7 +228,7 @@ func writeStats(w io.Writer, mode string, rep report, terminal bool) {
 	if len(rep.Colls) == 0 {
 		return
 	}
-	head = []string{"collective", "calls", "slowest rank", "behind s", "least wait s", "most wait s"}
+	head = []string{"collective", "calls", "slowest rank", "behind s", "least wait s", "most wait s", "sent", "sent bytes"}
 	rows = rows[:0]
 	for _, c := range rep.Colls {
 		slowest := "-"
@@ -232,6 +242,8 @@ func writeStats(w io.Writer, mode string, rep report, terminal bool) {
 			fmt.Sprintf("%.3f", c.BehindMS/1000),
 			fmt.Sprintf("%.3f", c.MinWaitMS/1000),
 			fmt.Sprintf("%.3f", c.MaxWaitMS/1000),
+			strconv.FormatInt(c.SentMsgs, 10),
+			strconv.FormatInt(c.SentBytes, 10),
 		})
 	}
 	writeTable(w, head, rows, func(row int) bool { return rep.Colls[row].Slowest >= 0 }, terminal)

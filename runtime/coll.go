@@ -346,6 +346,7 @@ func (cc *collCall) send(to int, flags uint16, data []byte) error {
 	head := wire.AppendCall(make([]byte, 0, wire.CallSize), cc.mine)
 	f := &outFrame{h: wire.Header{Type: wire.Collective, Incarnation: cc.c.inc, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, head: head, payload: data, counted: true, done: make(chan struct{})}
 	cc.sent = append(cc.sent, f)
+	countCollFrame(Kind(cc.mine.Kind), true, len(data))
 	p := cc.c.peerAt(to)
 	if len(data) <= directMax {
 		return cc.c.linkErr(Kind(cc.mine.Kind).String(), to, p.post(f))
@@ -355,7 +356,11 @@ func (cc *collCall) send(to int, flags uint16, data []byte) error {
 
 // take returns the next frame of the call from rank from (Comm.take).
 func (cc *collCall) take(from int) (collFrame, error) {
-	return cc.c.take(cc.ctx, cc.k, cc.mine, from)
+	f, err := cc.c.take(cc.ctx, cc.k, cc.mine, from)
+	if err == nil {
+		countCollFrame(Kind(cc.mine.Kind), false, len(f.data))
+	}
+	return f, err
 }
 
 // written waits until every frame the call sent is written (or the job

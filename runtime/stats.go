@@ -24,18 +24,29 @@ var counters struct {
 	sentMsgs, sentBytes          atomic.Int64
 	recvMsgs, recvBytes          atomic.Int64
 	colls                        atomic.Int64
-	// perKind counts each collective kind's calls and waits, indexed by
-	// Kind (checkpoints aside: they are in ckptWait).
-	perKind [KindSplit + 1]struct{ calls, wait atomic.Int64 }
+	// perKind counts each collective kind's calls, waits and frames,
+	// indexed by Kind (checkpoints aside: they are in ckptWait).
+	perKind [KindSplit + 1]struct {
+		calls, wait                              atomic.Int64
+		sentMsgs, sentBytes, recvMsgs, recvBytes atomic.Int64
+	}
 }
 
-// CollStats is what a rank spent in one kind of collective.
+// CollStats is what a rank spent in one kind of collective: its calls,
+// the time waited in them, and the frames (and their data's bytes) the
+// calls' schedules sent and took.
 type CollStats struct {
-	Calls  int64   `json:"calls"`
-	WaitMS float64 `json:"wait_ms"`
+	Calls     int64   `json:"calls"`
+	WaitMS    float64 `json:"wait_ms"`
+	SentMsgs  int64   `json:"sent_msgs"`
+	SentBytes int64   `json:"sent_bytes"`
+	RecvMsgs  int64   `json:"recv_msgs"`
+	RecvBytes int64   `json:"recv_bytes"`
 }
 
-// RankStats is a rank's report in its status record.
+// RankStats is a rank's report in its status record. Messages and bytes
+// count point-to-point messages and the frames of collectives (Coll tells
+// those apart per kind); checkpoints' frames aside.
 type RankStats struct {
 	WallMS      int64   `json:"wall_ms"`
 	RecvWaitMS  float64 `json:"recv_wait_ms"`
@@ -73,7 +84,8 @@ func Stats() RankStats {
 			if s.Coll == nil {
 				s.Coll = map[string]CollStats{}
 			}
-			s.Coll[Kind(k).String()] = CollStats{Calls: n, WaitMS: ms(pk.wait.Load())}
+			s.Coll[Kind(k).String()] = CollStats{Calls: n, WaitMS: ms(pk.wait.Load()),
+				SentMsgs: pk.sentMsgs.Load(), SentBytes: pk.sentBytes.Load(), RecvMsgs: pk.recvMsgs.Load(), RecvBytes: pk.recvBytes.Load()}
 		}
 	}
 	var ru syscall.Rusage
@@ -90,6 +102,27 @@ func countSend(n int) {
 	}
 	counters.sentMsgs.Add(1)
 	counters.sentBytes.Add(int64(n))
+}
+
+// countCollFrame counts a frame of n bytes of data that a collective of
+// kind k sent (or took): in the totals and in its kind's (checkpoints
+// aside).
+func countCollFrame(k Kind, sent bool, n int) {
+	if !counting || k >= kindCkptBegin || int(k) >= len(counters.perKind) {
+		return
+	}
+	pk := &counters.perKind[k]
+	if sent {
+		counters.sentMsgs.Add(1)
+		counters.sentBytes.Add(int64(n))
+		pk.sentMsgs.Add(1)
+		pk.sentBytes.Add(int64(n))
+		return
+	}
+	counters.recvMsgs.Add(1)
+	counters.recvBytes.Add(int64(n))
+	pk.recvMsgs.Add(1)
+	pk.recvBytes.Add(int64(n))
 }
 
 // countColl counts a collective call (checkpoints aside).

@@ -50,6 +50,25 @@ func TestCountWait(t *testing.T) {
 	}
 }
 
+// TestCountCollFrames: a collective's frames count in the totals and in
+// their kind, sent and taken apart; a checkpoint's in neither.
+func TestCountCollFrames(t *testing.T) {
+	countColl(KindAllreduce) // a kind shows once called
+	before := Stats()
+	countCollFrame(KindAllreduce, true, 8)
+	countCollFrame(KindAllreduce, true, 16)
+	countCollFrame(KindAllreduce, false, 24)
+	countCollFrame(kindCkptBegin, true, 100)
+	after := Stats()
+	if after.SentMsgs-before.SentMsgs != 2 || after.SentBytes-before.SentBytes != 24 || after.RecvMsgs-before.RecvMsgs != 1 || after.RecvBytes-before.RecvBytes != 24 {
+		t.Errorf("totals: %+v then %+v, want 2 frames (24 bytes) sent and 1 (24 bytes) taken more", before, after)
+	}
+	b, a := before.Coll["allreduce"], after.Coll["allreduce"]
+	if a.SentMsgs-b.SentMsgs != 2 || a.SentBytes-b.SentBytes != 24 || a.RecvMsgs-b.RecvMsgs != 1 || a.RecvBytes-b.RecvBytes != 24 {
+		t.Errorf("allreduce: %+v then %+v", b, a)
+	}
+}
+
 // BenchmarkWaitHooks is what the waiting record and the counters add to a
 // receive that waits (enterWait and leaveWait around it), to one whose
 // message was there already, and to a send (docs/benchmarks.md compares

@@ -6,6 +6,8 @@
 #   sh scripts/bench/collectives.sh          (or: make bench-coll)
 #
 # First table, between real processes:
+#   allreduce of one int64 (8 B, sum) and barrier over 2 ranks (the
+#   latency of a collective: one exchange)
 #   allreduce of 2,000,000 int64 (16 MB, sum) over 3 ranks
 #   barrier over 3 ranks and over 8 ranks
 # for Go ranks (bin/collbench) and, in rows of their own against the same
@@ -78,14 +80,27 @@ mpirun_() { # RANKS ARGS...
 		"$work/mpi_coll" "$@"
 }
 
+# args OP ITERS: the arguments of mpi_coll and collbench for OP
+# (allreduce8 is an allreduce of one int64, in their OP:BYTES:ITERS form).
+args() {
+	if [ "$1" = allreduce8 ]; then
+		echo "allreduce-int64:8:$2"
+	else
+		echo "$1 $2"
+	fi
+}
+
 mpi() { # RANKS OP ITERS
-	mpirun_ "$1" "$2" "$3" | sed -n 's/.*per_call_us=//p'
+	# shellcheck disable=SC2046
+	mpirun_ "$1" $(args "$2" "$3") | sed -n 's/.*per_call_us=//p'
 }
 
 sperli() { # RANKS OP ITERS [ARGS]
 	n=$1
-	shift
-	bin/sperli run -n "$n" bin/collbench "$@" | sed -n 's/.*sperli op=.*per_call_us=//p'
+	a=$(args "$2" "$3")
+	shift 3
+	# shellcheck disable=SC2086
+	bin/sperli run -n "$n" bin/collbench $a "$@" | sed -n 's/.*sperli op=.*per_call_us=//p'
 }
 
 star() { # RANKS OP ITERS
@@ -135,6 +150,8 @@ machine="$(nproc) cores, $(uname -sr), $(mpirun --version | head -n 1), $(go ver
 echo "collectives.sh: $machine" >&2
 : >"$work/table"
 : >"$work/startable"
+measure "allreduce 8 B, 2 ranks" 2 allreduce8 "$BARRIER_ITERS"
+measure "barrier, 2 ranks" 2 barrier "$BARRIER_ITERS"
 measure "allreduce 16 MB, 3 ranks" 3 allreduce "$ALLREDUCE_ITERS"
 measure "barrier, 3 ranks" 3 barrier "$BARRIER_ITERS"
 measure "barrier, 8 ranks" 8 barrier "$BARRIER_ITERS"

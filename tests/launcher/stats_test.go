@@ -42,9 +42,23 @@ type statsLine struct {
 	BehindMS    float64 `json:"behind_ms"`
 	Slowest     bool    `json:"slowest"`
 	Coll        map[string]struct {
-		Calls  int64   `json:"calls"`
-		WaitMS float64 `json:"wait_ms"`
+		Calls     int64   `json:"calls"`
+		WaitMS    float64 `json:"wait_ms"`
+		SentMsgs  int64   `json:"sent_msgs"`
+		SentBytes int64   `json:"sent_bytes"`
+		RecvMsgs  int64   `json:"recv_msgs"`
+		RecvBytes int64   `json:"recv_bytes"`
 	} `json:"coll"`
+}
+
+// p2p is what the line counts beside the frames of collectives: messages
+// sent, their bytes, messages received, their bytes.
+func (x statsLine) p2p() (sent, sentBytes, recvd, recvdBytes int64) {
+	sent, sentBytes, recvd, recvdBytes = x.SentMsgs, x.SentBytes, x.RecvMsgs, x.RecvBytes
+	for _, c := range x.Coll {
+		sent, sentBytes, recvd, recvdBytes = sent-c.SentMsgs, sentBytes-c.SentBytes, recvd-c.RecvMsgs, recvdBytes-c.RecvBytes
+	}
+	return
 }
 
 // collLine is a kind of collective in the --stats=json report.
@@ -55,6 +69,10 @@ type collLine struct {
 	BehindMS  float64 `json:"behind_ms"`
 	MinWaitMS float64 `json:"min_wait_ms"`
 	MaxWaitMS float64 `json:"max_wait_ms"`
+	SentMsgs  int64   `json:"sent_msgs"`
+	SentBytes int64   `json:"sent_bytes"`
+	RecvMsgs  int64   `json:"recv_msgs"`
+	RecvBytes int64   `json:"recv_bytes"`
 }
 
 type statsObject struct {
@@ -87,16 +105,45 @@ func statsJSON(t *testing.T, dir, prog string, n int) statsObject {
 }
 
 // TestStats: --stats=json prints one JSON object with every rank's
-// counters: the messages and bytes sent and received, the collectives,
-// the memory, and the rank the others waited for flagged as the slowest;
-// --stats a plain table when stderr is no terminal.
+// counters: the messages and bytes sent and received (point-to-point and
+// the frames of collectives, which each kind counts too), the
+// collectives, the memory, and the rank the others waited for flagged as
+// the slowest; --stats a plain table when stderr is no terminal.
 func TestStats(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "st.star"), statsProgram, 0o644)
 	obj := statsJSON(t, dir, "st.star", 3)
 	s := obj.Ranks
-	if s[0].SentMsgs != 2 || s[0].SentBytes != 20 || s[1].RecvMsgs != 2 || s[1].RecvBytes != 20 || s[1].SentMsgs != 0 || s[2].RecvMsgs != 0 {
-		t.Errorf("messages and bytes: %+v", s)
+	var p2p [3][4]int64
+	for i, x := range s {
+		p2p[i][0], p2p[i][1], p2p[i][2], p2p[i][3] = x.p2p()
+	}
+	if p2p[0][0] != 2 || p2p[0][1] != 20 || p2p[1][2] != 2 || p2p[1][3] != 20 || p2p[1][0] != 0 || p2p[2][2] != 0 {
+		t.Errorf("point-to-point messages and bytes (sent, bytes, received, bytes by rank): %v", p2p)
+	}
+	// Every frame a collective sent was taken: per kind, the job's frames
+	// and bytes sent are those received. Each rank sent frames in each
+	// kind; the allreduces carried data, the barrier none.
+	for _, kind := range []string{"barrier", "allreduce"} {
+		var sent, sentB, recvd, recvdB int64
+		for _, x := range s {
+			c := x.Coll[kind]
+			if c.SentMsgs <= 0 || c.RecvMsgs <= 0 {
+				t.Errorf("rank %d: %s sent %d frames, took %d", x.Rank, kind, c.SentMsgs, c.RecvMsgs)
+			}
+			if kind == "allreduce" && c.SentBytes < 8 || kind == "barrier" && c.SentBytes != 0 {
+				t.Errorf("rank %d: %s sent %d bytes", x.Rank, kind, c.SentBytes)
+			}
+			sent, sentB, recvd, recvdB = sent+c.SentMsgs, sentB+c.SentBytes, recvd+c.RecvMsgs, recvdB+c.RecvBytes
+		}
+		if sent != recvd || sentB != recvdB {
+			t.Errorf("%s: the ranks sent %d frames (%d bytes) and took %d (%d bytes)", kind, sent, sentB, recvd, recvdB)
+		}
+		for _, c := range obj.Colls {
+			if c.Kind == kind && (c.SentMsgs != sent || c.SentBytes != sentB || c.RecvMsgs != recvd || c.RecvBytes != recvdB) {
+				t.Errorf("%s in the report: %+v, the ranks' sum is %d frames, %d bytes sent", kind, c, sent, sentB)
+			}
+		}
 	}
 	for _, x := range s {
 		if x.Collectives != 3 || x.PeakRSSKB <= 0 || x.WallMS <= 0 {
