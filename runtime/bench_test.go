@@ -18,8 +18,6 @@ import (
 //	go test -run '^$' -bench 'RoundTrip|Rate' -benchtime 3s ./runtime/
 
 func benchPair(b *testing.B) (context.Context, *runtime.Comm, *runtime.Comm) {
-	t := &testing.T{}
-	_ = t
 	ctx := context.Background()
 	f := newFixtureB(b, 2)
 	comms := make([]*runtime.Comm, 2)

@@ -46,8 +46,19 @@ func (cc *collCall) bruck(data []byte) ([][]byte, error) {
 // reduction folds, all of it.
 const bruckMax = 64 << 10
 
+// bruckRanks is the most ranks a small call runs by bruck on: beyond it
+// the star. On this project's two-core machine, where more ranks than
+// cores block instead of spinning and every step costs each rank a
+// wake-up, bruck's ⌈log2 n⌉ steps beat the star's two at 2 and 4 ranks and
+// lost from 8 (16 ranks: 2.6 ms against 2.1, 32: 7.1 against 4.7;
+// docs/benchmarks.md). Every rank must choose alike, so the rule is on
+// what all know, the size, not on whether this host spins.
+const bruckRanks = 4
+
 // gathered reports whether a call of b bytes per rank runs by bruck.
-func (c *Comm) gathered(b int) bool { return c.size > 1 && c.size*b <= bruckMax }
+func (c *Comm) gathered(b int) bool {
+	return c.size > 1 && c.size <= bruckRanks && c.size*b <= bruckMax
+}
 
 // bruckReduce gathers every rank's data by bruck and folds it in rank
 // order: every rank returns the same new bytes.

@@ -494,6 +494,10 @@ func rootField(root int) uint32 {
 func (c *Comm) Barrier(ctx context.Context) error {
 	mine := wire.Call{Kind: uint8(KindBarrier)}
 	_, err := c.collectiveWith(ctx, mine, "", func(cc *collCall) ([]byte, error) {
+		if c.size > bruckRanks {
+			// Two steps rather than ⌈log2 n⌉ (bruckRanks says why).
+			return cc.star(nil, func([][]byte) ([]byte, [][]byte, error) { return nil, nil, nil })
+		}
 		return nil, cc.dissemination()
 	})
 	return err

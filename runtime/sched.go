@@ -17,9 +17,9 @@ package runtime
 //
 // A new algorithm is one file with a method on collCall, and a line here.
 //
-// | call | small (all ranks' data ≤ bruckMax) | middle | large (≥ chainMin bytes per rank, 2 ranks or more) |
+// | call | small (at most bruckRanks ranks, all ranks' data ≤ bruckMax) | middle | large (≥ chainMin bytes per rank, 2 ranks or more) |
 // | --- | --- | --- | --- |
-// | barrier | dissemination (dissem.go), ⌈log2 n⌉ rounds | — | — |
+// | barrier | dissemination (dissem.go), ⌈log2 n⌉ rounds, to bruckRanks ranks; star beyond | — | — |
 // | reduce, allreduce, reduce_scatter | bruck (bruck.go), then the fold on every rank | star (star.go) | blocks: reduce-scatter to block owners, each folding in rank order, then the blocks to all or the root (rsag.go) |
 // | allgather | bruck | star | ring (ring.go) |
 // | bcast | star | star | pipelined chain from the root, done back (chain.go) |
