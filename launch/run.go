@@ -759,10 +759,8 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 			close(p.ended)
 		}()
 		line := append(j.Encode(), '\n')
-		if _, err := stdin.Write(line); err != nil {
-			// The rank died at once; its end is seen below.
-			_ = err
-		}
+		// An error is a rank that died at once; its end is seen below.
+		_, _ = stdin.Write(line)
 		if p.trace != nil {
 			p.trace.started = time.Now()
 			if p.remote {

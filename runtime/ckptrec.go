@@ -53,13 +53,11 @@ const (
 
 // Sizes of the fixed records.
 const (
-	beginRecLen   = 1
-	commitRecLen  = 33
-	offerRecLen   = 9
-	offerVerLen   = 17
-	statusRecLen  = 2
-	restoreRecLen = 1
-	blobLenLen    = 8
+	commitRecLen = 33
+	offerRecLen  = 9
+	offerVerLen  = 17
+	statusRecLen = 2
+	blobLenLen   = 8
 )
 
 // noFile is the length record of a transfer that sends no file (the

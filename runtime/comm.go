@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -184,11 +183,6 @@ func (c *core) from(p *peer) int { return c.slotRank[p.rank] }
 func (c *Comm) deadErr() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.err
-}
-
-// usable returns the error a new call gets, or nil. Call with c.mu held.
-func (c *Comm) usableLocked() error {
 	return c.err
 }
 
@@ -929,8 +923,3 @@ func (c *Comm) Close() {
 		<-c.monDone
 	})
 }
-
-var _ net.Conn = (*nopConn)(nil)
-
-// nopConn is never used; it keeps the net import honest for peer tests.
-type nopConn struct{ net.Conn }

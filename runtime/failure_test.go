@@ -165,8 +165,6 @@ func TestLauncherLost(t *testing.T) {
 	r, w := ioPipe()
 	lost := make(chan struct{})
 	comms := make([]*runtime.Comm, 2)
-	errs := each([]*runtime.Comm{nil, nil}, func(*runtime.Comm) error { return nil })
-	_ = errs
 	js := []*runtime.Job{f.job(0), f.job(1)}
 	js[0].Control = r
 	js[0].OnLauncherLost = func() { close(lost) }

@@ -112,11 +112,10 @@ func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
-	pool, caCert, err := pki.Pool(j.CA)
+	pool, _, err := pki.Pool(j.CA)
 	if err != nil {
 		return nil, err
 	}
-	_ = caCert
 	leaf, err := x509.ParseCertificate(j.Cert)
 	if err != nil {
 		return nil, codes.Wrap(codes.JobMalformed, err, "job description: cert does not parse: %v", err)
