@@ -921,5 +921,6 @@ func (c *Comm) Close() {
 		close(c.stopMon)
 		close(c.stopRec)
 		<-c.monDone
+		<-c.recDone
 	})
 }

@@ -34,6 +34,7 @@ type links struct {
 
 	stopMon chan struct{}
 	stopRec chan struct{} // ends the recovery goroutine (Close)
+	recDone chan struct{} // closed when the recovery goroutine has ended
 	// ctlGone is closed when the launcher's control channel ends; nil
 	// when the rank was not launched.
 	ctlGone chan struct{}
@@ -50,6 +51,7 @@ func newLinks(j *Job) *links {
 		peers:   make([]*peer, j.Slots()),
 		stopMon: make(chan struct{}),
 		stopRec: make(chan struct{}),
+		recDone: make(chan struct{}),
 		monDone: make(chan struct{}),
 		resched: make(chan struct{}, 1),
 		byes:    make(chan struct{}, 1),

@@ -126,6 +126,7 @@ func (r *recovery) post(e recEvent) {
 }
 
 func (r *recovery) loop() {
+	defer close(r.l.recDone)
 	for {
 		select {
 		case <-r.kick:
