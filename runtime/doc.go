@@ -46,10 +46,14 @@
 // low-latency wait").
 //
 // Goroutines: per peer connection one reader and one writer (with the
-// receivers, the only code that touches the socket); one monitor per Comm
-// (heartbeats, silence limit); one watcher of the launcher's control
-// channel for launched ranks. Close (through Finish, Abort, Fail or Exit)
-// stops and waits for them all.
+// receivers, the only code that touches the socket); one monitor per
+// process's slot (heartbeats and the silence limit of every peer); one
+// recovery goroutine (losses, the agreement on the next generation); one
+// watcher of the launcher's control channel for launched ranks. Close
+// (through Finish, Abort, Fail or Exit) stops and waits for the readers,
+// writers, monitor and recovery goroutine; the watcher waits for the
+// control channel's end, which only the launcher causes, and then returns
+// at once when the job was closed.
 package runtime
 
 import "sperli/codes"
