@@ -431,14 +431,8 @@ func (c *Comm) Send(ctx context.Context, dest, tag int, data []byte) error {
 // belongs to the runtime from the call on. The operation must be finished
 // with FinishSend exactly once.
 func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
-	if err := c.checkPeer("send", dest); err != nil {
+	if err := c.checkSend("send", dest, tag, len(data)); err != nil {
 		return nil, err
-	}
-	if err := checkTag("send", tag); err != nil {
-		return nil, err
-	}
-	if len(data) > wire.MaxPayload {
-		return nil, &codes.Error{Code: codes.OutOfRange, Op: "send", Rank: -1, Msg: fmt.Sprintf("send: message is %d bytes, limit %d", len(data), wire.MaxPayload)}
 	}
 	countSend(len(data))
 	op := &SendOp{dest: dest}
@@ -478,16 +472,25 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 	return op, nil
 }
 
+// checkSend checks what op (send, sendrecv) sends: a peer of the
+// communicator, a tag of the program's range, at most wire.MaxPayload bytes.
+func (c *Comm) checkSend(op string, dest, tag, n int) error {
+	if err := c.checkPeer(op, dest); err != nil {
+		return err
+	}
+	if err := checkTag(op, tag); err != nil {
+		return err
+	}
+	if n > wire.MaxPayload {
+		return &codes.Error{Code: codes.OutOfRange, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: message is %d bytes, limit %d", op, n, wire.MaxPayload)}
+	}
+	return nil
+}
+
 // sendNow is Send without an open operation: the latency path.
 func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
-	if err := c.checkPeer("send", dest); err != nil {
+	if err := c.checkSend("send", dest, tag, len(data)); err != nil {
 		return err
-	}
-	if err := checkTag("send", tag); err != nil {
-		return err
-	}
-	if len(data) > wire.MaxPayload {
-		return &codes.Error{Code: codes.OutOfRange, Op: "send", Rank: -1, Msg: fmt.Sprintf("send: message is %d bytes, limit %d", len(data), wire.MaxPayload)}
 	}
 	countSend(len(data))
 	c.mu.Lock()

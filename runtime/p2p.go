@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"sperli/codes"
-	"sperli/wire"
 )
 
 // AnySource and AnyTag are the wildcards of a receive or probe (SPEC §8.1):
@@ -194,14 +193,8 @@ func (c *Comm) Sendrecv(ctx context.Context, dest, sendtag int, data []byte, sou
 				targ("from", c.worldRankOr(env.Source)), targ("recvtag", env.Tag), targ("got_bytes", len(got)))
 		}()
 	}
-	if err := c.checkPeer("sendrecv", dest); err != nil {
+	if err := c.checkSend("sendrecv", dest, sendtag, len(data)); err != nil {
 		return nil, Envelope{}, err
-	}
-	if err := checkTag("sendrecv", sendtag); err != nil {
-		return nil, Envelope{}, err
-	}
-	if len(data) > wire.MaxPayload {
-		return nil, Envelope{}, &codes.Error{Code: codes.OutOfRange, Op: "sendrecv", Rank: -1, Msg: fmt.Sprintf("sendrecv: message is %d bytes, limit %d", len(data), wire.MaxPayload)}
 	}
 	rop, err := c.StartRecv(source, recvtag)
 	if err != nil {
