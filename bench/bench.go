@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"sperli/launch"
+	"sperli/record"
 	"sperli/runtime"
 )
 
@@ -362,7 +363,7 @@ func firstLines(outs []*bytes.Buffer) string {
 	var b strings.Builder
 	for i, o := range outs {
 		for _, l := range strings.SplitN(o.String(), "\n", 4)[:min(3, strings.Count(o.String(), "\n"))] {
-			if !strings.HasPrefix(l, runtime.StatusPrefix) {
+			if !strings.HasPrefix(l, record.StatusPrefix) {
 				fmt.Fprintf(&b, "[rank %d] %s; ", i, l)
 			}
 		}

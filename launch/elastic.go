@@ -12,11 +12,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"sperli/record"
 )
 
 // generations follows the in-place recoveries of a job with spares (SPEC
 // §10.2): every slot reports each generation it enters on its standard
-// error (runtime.GenPrefix lines); once every live slot of a generation
+// error (record.GenPrefix lines); once every live slot of a generation
 // has, the launcher says it in one line and appends the layout to the
 // --record file (§10.4).
 type generations struct {
@@ -32,7 +34,7 @@ type generations struct {
 	prev    string
 	seen    map[int]map[int]bool // generation → slots that reported it
 	first   map[int]time.Time    // generation → its first report
-	lines   map[int]genLine      // generation → its first report
+	lines   map[int]record.Gen      // generation → its first report
 	lostAt  map[int]time.Time    // slot → when its process was seen to end
 	lostWhy map[int]string
 	gone    map[int]bool // slots lost and replaced in place
@@ -48,22 +50,10 @@ type generations struct {
 	// that a loss's cause is the launcher's sight of it in every run, or
 	// after heldMax at the latest.
 	endedSeen map[int]bool
-	held      *genLine
+	held      *record.Gen
 	firstBad  time.Time // the first process of this incarnation that ended badly
 	restarted time.Time // firstBad of the incarnation before, when this one is a restart
 	started   map[int]bool
-}
-
-// genLine is a slot's report (runtime/recover.go genReport).
-type genLine struct {
-	Kind   string `json:"kind"`
-	Gen    int    `json:"generation"`
-	Slot   int    `json:"slot"`
-	Ranks  []int  `json:"ranks"`
-	Spares []int  `json:"spares"`
-	Lost   []int  `json:"lost"`
-	Cause  string `json:"cause"`
-	Msg    string `json:"msg"`
 }
 
 // recordLine is one line of the generation record, its keys in the order
@@ -91,7 +81,7 @@ func (g *generations) start(job string, inc uint32, n, spares int, procs []*rank
 	if inc == 0 {
 		g.restarted = time.Time{}
 	}
-	g.seen, g.first, g.lines = map[int]map[int]bool{}, map[int]time.Time{}, map[int]genLine{}
+	g.seen, g.first, g.lines = map[int]map[int]bool{}, map[int]time.Time{}, map[int]record.Gen{}
 	g.lostAt, g.lostWhy, g.gone = map[int]time.Time{}, map[int]string{}, map[int]bool{}
 	g.endedSeen, g.held = map[int]bool{}, nil
 	g.ranks = make([]int, n)
@@ -256,7 +246,7 @@ func (g *generations) replaced(slot int) bool {
 // entered it returns the generation, for the stream to mark the slot's
 // standard error there; else -1.
 func (g *generations) report(slot int, line []byte) int {
-	var r genLine
+	var r record.Gen
 	if json.Unmarshal(line, &r) != nil || r.Slot != slot {
 		return -1
 	}
@@ -298,7 +288,7 @@ func (g *generations) report(slot int, line []byte) int {
 	return r.Gen
 }
 
-func (g *generations) seenLocked(slot int, r genLine) {
+func (g *generations) seenLocked(slot int, r record.Gen) {
 	if r.Gen <= g.gen {
 		return
 	}
@@ -349,7 +339,7 @@ func (g *generations) procEnded(p *rankProc) {
 
 // trySayLocked says generation r once every live slot reported it and the
 // end of every lost slot's process was seen (or heldMax passed).
-func (g *generations) trySayLocked(r genLine) {
+func (g *generations) trySayLocked(r record.Gen) {
 	if r.Gen <= g.gen {
 		return
 	}
@@ -384,7 +374,7 @@ func (g *generations) trySayLocked(r genLine) {
 
 // sayGenLocked says r, and first every generation before it that not
 // every slot reported.
-func (g *generations) sayGenLocked(r genLine) {
+func (g *generations) sayGenLocked(r record.Gen) {
 	if r.Gen <= g.gen {
 		return
 	}
@@ -399,7 +389,7 @@ func (g *generations) sayGenLocked(r genLine) {
 	g.sayLocked(r)
 }
 
-func (g *generations) sayLocked(r genLine) {
+func (g *generations) sayLocked(r record.Gen) {
 	since := g.first[r.Gen]
 	for _, s := range r.Lost {
 		if t, ok := g.lostAt[s]; ok && t.Before(since) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"sperli/hosts"
-	"sperli/runtime"
+	"sperli/record"
 )
 
 // DefaultSSHPort is the port ssh dials without --ssh-port (SPEC §3).
@@ -42,7 +42,7 @@ func rankEnv(rank int, hostsOf []string, x []string) []string {
 		set[k] = true
 	}
 	env := []string{
-		runtime.LaunchedEnv + "=1",
+		record.LaunchedEnv + "=1",
 		"SPERLI_RANK=" + strconv.Itoa(rank),
 		"SPERLI_SIZE=" + strconv.Itoa(len(hostsOf)),
 		"SPERLI_LOCAL_RANK=" + strconv.Itoa(localRank),

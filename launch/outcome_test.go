@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"sperli/codes"
-	"sperli/runtime"
+	"sperli/record"
 )
 
 // exited is a rankProc that ended with exit status st (a real process)
@@ -20,7 +20,7 @@ func exited(t *testing.T, rank, st int, code string) *rankProc {
 	}
 	p := &rankProc{rank: rank, state: cmd.ProcessState}
 	if code != "" {
-		p.status = &runtime.Status{Exit: st, Code: code}
+		p.status = &record.Status{Exit: st, Code: code}
 	}
 	return p
 }

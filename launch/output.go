@@ -15,7 +15,7 @@ import (
 	"syscall"
 
 	"sperli/codes"
-	"sperli/runtime"
+	"sperli/record"
 )
 
 // The launcher's rank output (SPEC §2). Every rank has two streams, its
@@ -29,8 +29,8 @@ import (
 //   - with --output-dir appended to DIR/rank-i.out or rank-i.err.
 //
 // On standard error two kinds of line are the launcher's, not the user's:
-// the status record (runtime.StatusPrefix) and the lines of the error
-// the rank ended with (runtime.ErrorPrefix). The record is parsed and not
+// the status record (record.StatusPrefix) and the lines of the error
+// the rank ended with (record.ErrorPrefix). The record is parsed and not
 // shown; the error lines are kept until the record says what ended the
 // rank, then shown, except the H1612 of a rank ended by another one unless
 // -v is given: the launcher's last line names that cause once.
@@ -147,7 +147,7 @@ type outputs struct {
 	memUsed  atomic.Int64 // what the spools hold in memory together
 	ending   atomic.Bool  // the launcher is ending the job itself
 	// onWaiting receives a rank's waiting record (runtime/waiting.go).
-	onWaiting func(rank int, w runtime.WaitRecord)
+	onWaiting func(rank int, w record.Waiting)
 	// onGen receives a slot's generation report (runtime/recover.go); it
 	// returns the generation the slot entered, or -1.
 	onGen func(slot int, line []byte) int
@@ -173,9 +173,9 @@ type stream struct {
 	record spool  // the status record being read
 	wait   []byte // the waiting record being read
 	file   *os.File
-	key    []byte     // the MAC key of the rank's sealed records (runtime.RecordKey)
+	key    []byte     // the MAC key of the rank's sealed records (record.Key)
 	tp     *traceProc // --trace: the process's track
-	status *runtime.Status
+	status *record.Status
 	cur    []byte // the start of the current line
 	last   []byte // the start of the last line not blank (ssh's message)
 	wrote  bool   // a line was shown
@@ -245,10 +245,10 @@ func (s *stream) Write(p []byte) (int, error) {
 
 // classify reads the first bytes of a line until it knows its kind.
 func (s *stream) classify(p []byte) []byte {
-	prefixes := []string{runtime.StatusPrefix, runtime.ErrorPrefix, runtime.WaitingPrefix, runtime.GenPrefix, runtime.TracePrefix, runtime.ClockPrefix}
+	prefixes := []string{record.StatusPrefix, record.ErrorPrefix, record.WaitingPrefix, record.GenPrefix, record.TracePrefix, record.ClockPrefix}
 	kinds := []lineKind{lineStatus, lineError, lineWaiting, lineGen, lineTrace, lineClock}
 	if !s.isErr {
-		prefixes, kinds = []string{runtime.MarkPrefix}, []lineKind{lineMark}
+		prefixes, kinds = []string{record.MarkPrefix}, []lineKind{lineMark}
 	}
 	for len(p) > 0 {
 		s.head = append(s.head, p[0])
@@ -328,7 +328,7 @@ func (s *stream) show(b []byte, own bool) {
 // markLocked puts the line that says the slot entered generation gen
 // (protocol.md §12) among the standard error lines, where the report came:
 // what came before it is of an earlier generation. (Standard output gets
-// its line from the rank itself, runtime.MarkPrefix, in order with its
+// its line from the rank itself, record.MarkPrefix, in order with its
 // output.)
 func (s *stream) markLocked(gen int) {
 	if !s.wrote {
@@ -356,7 +356,7 @@ func (s *stream) endLine() {
 		s.flushErrors()
 	case lineError:
 	case lineWaiting:
-		if w, ok := runtime.ParseWaiting(runtime.WaitingPrefix + string(s.wait)); ok && s.o.onWaiting != nil {
+		if w, ok := record.ParseWaiting(record.WaitingPrefix + string(s.wait)); ok && s.o.onWaiting != nil {
 			s.o.onWaiting(s.rank, w)
 		}
 		s.wait = s.wait[:0]
@@ -370,11 +370,11 @@ func (s *stream) endLine() {
 		}
 		s.wait = s.wait[:0]
 	case lineMark, lineGen:
-		prefix := runtime.MarkPrefix
+		prefix := record.MarkPrefix
 		if s.kind == lineGen {
-			prefix = runtime.GenPrefix
+			prefix = record.GenPrefix
 		}
-		body, ok := runtime.OpenRecord(s.key, prefix, strings.TrimRight(string(s.wait), "\r\n"))
+		body, ok := record.Open(s.key, prefix, strings.TrimRight(string(s.wait), "\r\n"))
 		switch {
 		case !ok || s.cut:
 			// Not the runtime's record (its MAC does not hold): a line
@@ -558,10 +558,10 @@ func writeSpool(w *bufio.Writer, prefix string, sp *spool) {
 // parseRecord reads a status record (without its prefix). A record of
 // any size is read: one over maxRecord from its head, where the small
 // fields come first, its message cut.
-func parseRecord(sp *spool) (runtime.Status, bool) {
+func parseRecord(sp *spool) (record.Status, bool) {
 	if sp.Len() <= maxRecord {
 		b, _ := io.ReadAll(sp.reader())
-		return runtime.ParseStatus(runtime.StatusPrefix + string(b))
+		return record.ParseStatus(record.StatusPrefix + string(b))
 	}
 	head := make([]byte, maxRecord)
 	n, _ := io.ReadFull(sp.reader(), head)
@@ -569,11 +569,11 @@ func parseRecord(sp *spool) (runtime.Status, bool) {
 	const key = `,"msg":"`
 	i := bytes.Index(head, []byte(key))
 	if i < 0 {
-		return runtime.Status{}, false
+		return record.Status{}, false
 	}
-	var st runtime.Status
+	var st record.Status
 	if err := json.Unmarshal(append(head[:i:i], '}'), &st); err != nil {
-		return runtime.Status{}, false
+		return record.Status{}, false
 	}
 	msg := head[i+len(key):]
 	msg = msg[:min(len(msg), 64<<10)]

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"sperli/codes"
-	"sperli/runtime"
+	"sperli/record"
 )
 
 // feed writes b to s in pieces of size n (the last one shorter), as a
@@ -33,11 +33,11 @@ func shown(s *stream) string {
 	return out.String()
 }
 
-func record(t *testing.T, err error) []byte {
+func endLines(t *testing.T, err error) []byte {
 	t.Helper()
 	var b bytes.Buffer
-	runtime.WriteError(&b, err)
-	runtime.WriteStatus(&b, err)
+	record.WriteError(&b, err)
+	record.WriteStatus(&b, record.StatusOf(err))
 	return b.Bytes()
 }
 
@@ -47,7 +47,7 @@ func record(t *testing.T, err error) []byte {
 func TestStreamSplitsLines(t *testing.T) {
 	failed := codes.New(codes.OutOfRange, "tag 99999999999 out of range")
 	in := append([]byte("one\n\x1enot a record\n\nthree"), '\n')
-	in = append(in, record(t, failed)...)
+	in = append(in, endLines(t, failed)...)
 	in = append(in, "after\nlast"...)
 	want := "[rank 2] one\n[rank 2] \x1enot a record\n[rank 2] \n[rank 2] three\n[rank 2] " + failed.Error() + "\n[rank 2] after\n[rank 2] last\n"
 	for _, n := range []int{1, 2, 3, 7, 16, 1 << 20} {
@@ -68,7 +68,7 @@ func TestStreamSplitsLines(t *testing.T) {
 func TestStreamHidesEndedBy(t *testing.T) {
 	ended := &codes.Error{Code: codes.JobEnded, Rank: -1, Msg: "job ended by rank 1: boom",
 		Cause: &codes.Cause{Kind: codes.CauseFailed, Rank: 1, Code: codes.JobEnded}}
-	in := append([]byte("mine\n"), record(t, fmt.Errorf("Traceback\n  p.star:1:1: in main\nError: %w", ended))...)
+	in := append([]byte("mine\n"), endLines(t, fmt.Errorf("Traceback\n  p.star:1:1: in main\nError: %w", ended))...)
 	for _, verbose := range []bool{false, true} {
 		s := newStream(&outputs{verbose: verbose}, 0, true, 0, nil)
 		feed(s, in, 5)
@@ -90,12 +90,12 @@ func TestStreamHidesEndedBy(t *testing.T) {
 // rest is in its spool file.
 func TestStatusRecordOfAnySize(t *testing.T) {
 	big := strings.Repeat("x", 20<<20)
-	st := runtime.Status{Exit: 1, Code: "H1616", CauseRank: -1, Msg: "Error: " + big + " \"quoted\"\n"}
+	st := record.Status{Exit: 1, Code: "H1616", CauseRank: -1, Msg: "Error: " + big + " \"quoted\"\n"}
 	b, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := append(append([]byte(runtime.StatusPrefix), b...), '\n')
+	in := append(append([]byte(record.StatusPrefix), b...), '\n')
 	s := newStream(&outputs{}, 1, true, 0, nil)
 	feed(s, in, 32<<10)
 	if s.status == nil {
@@ -113,11 +113,11 @@ func TestStatusRecordOfAnySize(t *testing.T) {
 	// The status record WriteStatus writes keeps the end of a long
 	// message, where the cause is.
 	var w bytes.Buffer
-	runtime.WriteStatus(&w, errors.New(big+"the end"))
+	record.WriteStatus(&w, record.StatusOf(errors.New(big+"the end")))
 	if w.Len() > 100<<10 {
 		t.Errorf("WriteStatus wrote %d bytes for a 20 MiB message, want it cut", w.Len())
 	}
-	got, ok := runtime.ParseStatus(w.String())
+	got, ok := record.ParseStatus(w.String())
 	if !ok || !strings.HasSuffix(got.Msg, "the end") {
 		t.Errorf("WriteStatus of a long message: %v, ends %q; want it to keep the end", ok, got.Msg[max(0, len(got.Msg)-20):])
 	}

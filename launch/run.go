@@ -25,6 +25,7 @@ import (
 
 	"sperli/codes"
 	"sperli/hosts"
+	"sperli/record"
 	"sperli/runtime"
 )
 
@@ -195,7 +196,7 @@ type rankProc struct {
 	ended  chan struct{}
 	state  *os.ProcessState
 	err    error
-	status *runtime.Status
+	status *record.Status
 	killed bool       // by stopAll: its end is no loss
 	trace  *traceProc // --trace: its track
 }
@@ -227,7 +228,7 @@ func Run(ctx context.Context, o Options) int {
 	}
 	l.gens.say = l.say
 	l.out.onGen = l.gens.report
-	l.out.onWaiting = func(rank int, w runtime.WaitRecord) {
+	l.out.onWaiting = func(rank int, w record.Waiting) {
 		l.waitMu.Lock()
 		if l.lastWait != nil {
 			l.lastWait[rank] = w
@@ -296,14 +297,14 @@ type launcher struct {
 	every    time.Duration // its refresh
 	inc      uint32        // the incarnation running
 	waitMu   sync.Mutex
-	lastWait map[int]runtime.WaitRecord
+	lastWait map[int]record.Waiting
 	gens     generations // in-place recoveries (elastic.go)
 	started  time.Time
 }
 
 type waitReply struct {
 	rank int
-	w    runtime.WaitRecord
+	w    record.Waiting
 }
 
 func (l *launcher) say(format string, args ...any) {
@@ -503,7 +504,7 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 		l.out.ending.Store(false)
 		l.mu.Unlock()
 		code, procs, interrupted := l.incarnation(ctx, id, lines, star, inc, failures)
-		again := code == runtime.ExitLost && o.CheckpointDir != "" && ctx.Err() == nil && !interrupted && used < o.RestartMax
+		again := code == record.ExitLost && o.CheckpointDir != "" && ctx.Err() == nil && !interrupted && used < o.RestartMax
 		// An abandoned incarnation is marked with its last generation
 		// (in-place recoveries may have made more than its first); the
 		// output of one after a restart begins with its generation.
@@ -517,7 +518,7 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 			l.say("%s", e)
 		}
 		l.out.lostErrs = nil
-		if code == runtime.ExitFail && !interrupted {
+		if code == record.ExitFail && !interrupted {
 			l.mu.Lock()
 			lost := maps.Clone(l.lost)
 			l.mu.Unlock()
@@ -525,11 +526,11 @@ func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, st
 				l.say("%s", cause)
 			}
 		}
-		if code == runtime.ExitLost && !interrupted && o.CheckpointDir == "" {
+		if code == record.ExitLost && !interrupted && o.CheckpointDir == "" {
 			// The last line names the cause (docs/starlark.md §7).
 			l.say("%s", l.lossCause(procs, ""))
 		}
-		if code != runtime.ExitLost || o.CheckpointDir == "" || ctx.Err() != nil || interrupted {
+		if code != record.ExitLost || o.CheckpointDir == "" || ctx.Err() != nil || interrupted {
 			return code
 		}
 		lost := l.lostRanks()
@@ -728,7 +729,7 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 		}
 		p.stdout = newStream(l.out, r, false, inc, fo)
 		p.stderr = newStream(l.out, r, true, inc, fe)
-		p.stdout.key, p.stderr.key = runtime.RecordKey(j.Key), runtime.RecordKey(j.Key)
+		p.stdout.key, p.stderr.key = record.Key(j.Key), record.Key(j.Key)
 		if l.out.trace != nil {
 			p.trace = l.out.trace.proc(inc, r, procName(l.out.unit(), r, table[r].Host, inc), !local)
 			p.stderr.tp = p.trace
@@ -869,7 +870,7 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 	var recovery <-chan time.Time
 	recoveryGen := 0
 	interrupted := false
-	code := runtime.ExitFail // of an interrupted job: 128 + the signal's number for a signal
+	code := record.ExitFail // of an interrupted job: 128 + the signal's number for a signal
 	for pending > 0 {
 		select {
 		case p := <-endedCh:
@@ -1146,7 +1147,7 @@ func (l *launcher) outcome(procs []*rankProc) int {
 			// Lost and replaced in place: the job went on without it.
 		case ws.Signaled() && !p.killed:
 			lost = true
-		case p.state.ExitCode() == runtime.ExitLost:
+		case p.state.ExitCode() == record.ExitLost:
 			lost = true
 		case p.state.ExitCode() != 0:
 			code = 1
@@ -1154,9 +1155,9 @@ func (l *launcher) outcome(procs []*rankProc) int {
 	}
 	switch {
 	case violation:
-		return runtime.ExitFail
+		return record.ExitFail
 	case lost:
-		return runtime.ExitLost
+		return record.ExitLost
 	}
 	return code
 }
@@ -1278,7 +1279,7 @@ func (l *launcher) reportWaiting(procs []*rankProc, endedCh chan *rankProc, pend
 			}
 		}
 	}
-	got := map[int]runtime.WaitRecord{}
+	got := map[int]record.Waiting{}
 	deadline := time.NewTimer(waitReplyTime)
 	defer deadline.Stop()
 	for len(got) < len(asked) {

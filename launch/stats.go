@@ -15,7 +15,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/lipgloss/table"
 
-	"sperli/runtime"
+	"sperli/record"
 )
 
 // StatsMode is --stats: "" (none), "table" or "json".
@@ -30,7 +30,7 @@ func checkStatsMode(m string) error {
 // rankStat is one rank's line of the --stats report.
 type rankStat struct {
 	Rank int `json:"rank"`
-	runtime.RankStats
+	record.RankStats
 	// BehindMS is how much less this rank waited in collectives than the
 	// others on average: the others waited for it. The slowest rank (load
 	// imbalance) is the one furthest behind, when that is over a

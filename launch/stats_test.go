@@ -4,11 +4,11 @@ import (
 	"strings"
 	"testing"
 
-	"sperli/runtime"
+	"sperli/record"
 )
 
-func withStats(rank int, st runtime.RankStats) *rankProc {
-	return &rankProc{rank: rank, status: &runtime.Status{Stats: &st}}
+func withStats(rank int, st record.RankStats) *rankProc {
+	return &rankProc{rank: rank, status: &record.Status{Stats: &st}}
 }
 
 // TestStatsReport: the slowest rank of the job and of each kind of
@@ -16,18 +16,18 @@ func withStats(rank int, st runtime.RankStats) *rankProc {
 // ranks without a record, records with negative waits and kinds the
 // runtime does not have are left out.
 func TestStatsReport(t *testing.T) {
-	coll := func(kv ...any) map[string]runtime.CollStats {
-		m := map[string]runtime.CollStats{}
+	coll := func(kv ...any) map[string]record.CollStats {
+		m := map[string]record.CollStats{}
 		for i := 0; i < len(kv); i += 3 {
-			m[kv[i].(string)] = runtime.CollStats{Calls: int64(kv[i+1].(int)), WaitMS: kv[i+2].(float64)}
+			m[kv[i].(string)] = record.CollStats{Calls: int64(kv[i+1].(int)), WaitMS: kv[i+2].(float64)}
 		}
 		return m
 	}
 	procs := []*rankProc{
-		withStats(0, runtime.RankStats{Collectives: 3, CollWaitMS: 500, Coll: coll("barrier", 1, 500.0, "allreduce", 2, 0.0)}),
-		withStats(1, runtime.RankStats{Collectives: 3, CollWaitMS: 900, Coll: coll("barrier", 1, 500.0, "allreduce", 2, 400.0, "mystery", 9, 1.0)}),
-		withStats(2, runtime.RankStats{Collectives: 3, CollWaitMS: 400.5, Coll: coll("barrier", 1, 0.5, "allreduce", 2, 400.0)}),
-		withStats(3, runtime.RankStats{Collectives: 3, CollWaitMS: -5}),
+		withStats(0, record.RankStats{Collectives: 3, CollWaitMS: 500, Coll: coll("barrier", 1, 500.0, "allreduce", 2, 0.0)}),
+		withStats(1, record.RankStats{Collectives: 3, CollWaitMS: 900, Coll: coll("barrier", 1, 500.0, "allreduce", 2, 400.0, "mystery", 9, 1.0)}),
+		withStats(2, record.RankStats{Collectives: 3, CollWaitMS: 400.5, Coll: coll("barrier", 1, 0.5, "allreduce", 2, 400.0)}),
+		withStats(3, record.RankStats{Collectives: 3, CollWaitMS: -5}),
 		nil,
 		{rank: 5},
 	}
@@ -58,8 +58,8 @@ func TestStatsReport(t *testing.T) {
 
 	// Waits that differ by less than a tenth flag nobody.
 	even := statsReport([]*rankProc{
-		withStats(0, runtime.RankStats{Collectives: 1, CollWaitMS: 100, Coll: coll("barrier", 1, 100.0)}),
-		withStats(1, runtime.RankStats{Collectives: 1, CollWaitMS: 95, Coll: coll("barrier", 1, 95.0)}),
+		withStats(0, record.RankStats{Collectives: 1, CollWaitMS: 100, Coll: coll("barrier", 1, 100.0)}),
+		withStats(1, record.RankStats{Collectives: 1, CollWaitMS: 95, Coll: coll("barrier", 1, 95.0)}),
 	}, nil)
 	if even.Ranks[0].Slowest || even.Ranks[1].Slowest || even.Colls[0].Slowest != -1 {
 		t.Errorf("even waits: %+v", even)

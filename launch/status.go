@@ -12,7 +12,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"golang.org/x/sys/unix"
 
-	"sperli/runtime"
+	"sperli/record"
 )
 
 // The status line of `sperli run --live` (and --status-every): what the
@@ -182,7 +182,7 @@ type jobStatus struct {
 	slots          bool // a job with spares: processes are slots
 	gen            int  // the last generation said, -1 for none
 	inc            uint32
-	waits          map[int]runtime.WaitRecord // by slot: the running processes' latest answers
+	waits          map[int]record.Waiting // by slot: the running processes' latest answers
 	sent           int64                      // bytes sent by every process, ended ones too
 	elapsed        time.Duration
 }
@@ -212,8 +212,8 @@ func statusText(st jobStatus) string {
 // slowest names the rank the most others wait for and the call it is in;
 // when none waits for another, the rank that waits longest; "" when no
 // rank answered or every rank computes.
-func slowest(waits map[int]runtime.WaitRecord) string {
-	byRank := map[int]runtime.WaitRecord{}
+func slowest(waits map[int]record.Waiting) string {
+	byRank := map[int]record.Waiting{}
 	awaited := map[int]int{}
 	var ranks []int
 	for _, w := range waits {
@@ -271,12 +271,12 @@ func (l *launcher) statusLoop(procs []*rankProc, inc uint32, d time.Duration, st
 	t := time.NewTicker(d)
 	defer t.Stop()
 	l.waitMu.Lock()
-	l.lastWait = map[int]runtime.WaitRecord{}
+	l.lastWait = map[int]record.Waiting{}
 	l.waitMu.Unlock()
 	for {
 		st := jobStatus{total: len(procs), slots: l.o.Spares > 0, gen: l.gens.last(), inc: inc, elapsed: time.Since(l.started)}
 		l.waitMu.Lock()
-		st.waits = make(map[int]runtime.WaitRecord, len(l.lastWait))
+		st.waits = make(map[int]record.Waiting, len(l.lastWait))
 		for slot, w := range l.lastWait {
 			st.waits[slot] = w
 			st.sent += max(0, w.SentBytes)

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"sperli/runtime"
+	"sperli/record"
 )
 
 // `sperli run --trace FILE`: a timeline of every process of the job in
@@ -158,7 +158,7 @@ func fromRank(pid int, line []byte) (traceEvent, bool) {
 func validEvent(e rankEvent) bool {
 	return (e.Ph == "X" || e.Ph == "i") && e.Name != "" && len(e.Name) <= 256 &&
 		e.Ts > 0 && e.Dur >= 0 && e.Dur < int64(365*24*time.Hour) &&
-		(e.Tid == runtime.TraceCalls || e.Tid == runtime.TraceRecovery) &&
+		(e.Tid == record.TraceCalls || e.Tid == record.TraceRecovery) &&
 		(len(e.Args) == 0 || e.Args[0] == '{' || string(e.Args) == "null")
 }
 
@@ -269,8 +269,8 @@ func (t *traceLog) write() error {
 		meta(p.pid, 0, "process_name", map[string]any{"name": p.name})
 		meta(p.pid, 0, "process_sort_index", map[string]any{"sort_index": p.pid})
 		meta(p.pid, 0, "thread_name", map[string]any{"name": "process"})
-		meta(p.pid, runtime.TraceCalls, "thread_name", map[string]any{"name": "calls"})
-		meta(p.pid, runtime.TraceRecovery, "thread_name", map[string]any{"name": "recovery"})
+		meta(p.pid, record.TraceCalls, "thread_name", map[string]any{"name": "calls"})
+		meta(p.pid, record.TraceRecovery, "thread_name", map[string]any{"name": "recovery"})
 		p.mu.Lock()
 		offsets[p.pid] = p.offset
 		p.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"sperli/codes"
+	"sperli/record"
 )
 
 // Failure is one entry of the test-only failure schedule of SPEC §9.5,
@@ -125,7 +126,7 @@ func (c *Comm) failurePoint(point string, k int) {
 
 // die ends the process at once with SIGKILL: no bye, no flush.
 func (c *Comm) die() {
-	traceInstant("killed by the test failure schedule", TraceCalls)
+	traceInstant("killed by the test failure schedule", record.TraceCalls)
 	traceFlush()
 	if c.job.Die != nil {
 		c.job.Die()

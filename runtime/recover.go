@@ -14,6 +14,7 @@ import (
 
 	"sperli/codes"
 	"sperli/elastic"
+	"sperli/record"
 	"sperli/wire"
 )
 
@@ -315,7 +316,7 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 		return
 	}
 	r.failed[slot] = why
-	traceInstant(fmt.Sprintf("slot %d lost", slot), TraceRecovery, tstr("why", why))
+	traceInstant(fmt.Sprintf("slot %d lost", slot), record.TraceRecovery, tstr("why", why))
 	if p := r.l.peers[slot]; p != nil {
 		p.close()
 	}
@@ -592,7 +593,7 @@ func (r *recovery) switchTo(l elastic.Layout) {
 	for _, s := range l.Lost {
 		if _, ok := r.failed[s]; !ok {
 			r.failed[s] = "declared lost by the agreement"
-			traceInstant(fmt.Sprintf("slot %d lost", s), TraceRecovery, tstr("why", r.failed[s]))
+			traceInstant(fmt.Sprintf("slot %d lost", s), record.TraceRecovery, tstr("why", r.failed[s]))
 			if p := r.l.peers[s]; p != nil {
 				p.close()
 			}
@@ -672,34 +673,6 @@ func (r *recovery) state() (error, <-chan struct{}) {
 	return r.fatal, r.changed
 }
 
-// genReport is what a slot tells its launcher about a generation it
-// entered (protocol.md §12): a `\x1esperli-gen ` line on its standard
-// error, of which the launcher writes the generation record.
-type genReport struct {
-	Kind   string `json:"kind"` // "generation" or "spare"
-	Gen    int    `json:"generation"`
-	Slot   int    `json:"slot"`
-	Rank   int    `json:"rank"` // -1 for a spare
-	Size   int    `json:"size"`
-	Ranks  []int  `json:"ranks"`
-	Spares []int  `json:"spares"`
-	Lost   []int  `json:"lost"`
-	Cause  string `json:"cause"`
-	Pid    int    `json:"pid"`
-	Msg    string `json:"msg,omitempty"`
-	MS     int64  `json:"ms"` // from the loss seen here to this slot entering the generation
-}
-
-// GenPrefix starts a generation report line (protocol.md §12), sealed
-// (SealRecord).
-const GenPrefix = "\x1esperli-gen "
-
-// MarkPrefix starts the line a launched rank writes on its standard output
-// when it runs its program again in generation g (the number follows):
-// the launcher shows "--- generation g ---" there, if the slot wrote
-// anything before.
-const MarkPrefix = "\x1esperli-mark "
-
 func (r *recovery) report(kind, msg string, lost ...int) {
 	if !r.job.Launched {
 		return
@@ -713,18 +686,18 @@ func (r *recovery) report(kind, msg string, lost ...int) {
 	for _, s := range l.Lost {
 		causes = append(causes, fmt.Sprintf("slot %d: %s", s, r.failed[s]))
 	}
-	rep := genReport{Kind: kind, Gen: l.Gen, Slot: r.l.self, Rank: rank, Size: len(l.Ranks), Ranks: l.Ranks, Spares: l.Spares, Lost: l.Lost,
+	rep := record.Gen{Kind: kind, Gen: l.Gen, Slot: r.l.self, Rank: rank, Size: len(l.Ranks), Ranks: l.Ranks, Spares: l.Spares, Lost: l.Lost,
 		Cause: strings.Join(causes, "; "), Pid: os.Getpid(), Msg: msg, MS: time.Since(r.lossAt).Milliseconds()}
 	if lost != nil {
 		rep.Lost = lost
 	}
 	if kind == "generation" && !r.lossAt.IsZero() {
-		traceSpanSince(fmt.Sprintf("recovery to generation %d", l.Gen), TraceRecovery, r.lossAt, tstr("lost", fmt.Sprint(rep.Lost)), tstr("cause", rep.Cause))
+		traceSpanSince(fmt.Sprintf("recovery to generation %d", l.Gen), record.TraceRecovery, r.lossAt, tstr("lost", fmt.Sprint(rep.Lost)), tstr("cause", rep.Cause))
 	} else {
-		traceInstant(fmt.Sprintf("%s %d", kind, l.Gen), TraceRecovery, tstr("msg", msg))
+		traceInstant(fmt.Sprintf("%s %d", kind, l.Gen), record.TraceRecovery, tstr("msg", msg))
 	}
 	b, _ := json.Marshal(rep)
-	fmt.Fprintln(os.Stderr, SealRecord(RecordKey(r.job.Key), GenPrefix, string(b)))
+	fmt.Fprintln(os.Stderr, record.Seal(record.Key(r.job.Key), record.GenPrefix, string(b)))
 }
 
 // reportOwn writes a report of the program's goroutine (SetOnLoss's
@@ -736,10 +709,10 @@ func (r *recovery) reportOwn(kind string, gen int, msg string) {
 		return
 	}
 	if kind == "start" {
-		traceInstant(fmt.Sprintf("generation %d begins", gen), TraceCalls)
+		traceInstant(fmt.Sprintf("generation %d begins", gen), record.TraceCalls)
 	}
-	b, _ := json.Marshal(genReport{Kind: kind, Gen: gen, Slot: r.l.self, Rank: -1, Pid: os.Getpid(), Msg: msg})
-	fmt.Fprintln(os.Stderr, SealRecord(RecordKey(r.job.Key), GenPrefix, string(b)))
+	b, _ := json.Marshal(record.Gen{Kind: kind, Gen: gen, Slot: r.l.self, Rank: -1, Pid: os.Getpid(), Msg: msg})
+	fmt.Fprintln(os.Stderr, record.Seal(record.Key(r.job.Key), record.GenPrefix, string(b)))
 }
 
 // ErrSpareDone is returned by await to a spare whose job finished without
@@ -859,7 +832,7 @@ func (c *Comm) Next(ctx context.Context) (*Comm, error) {
 		// that says so goes on its standard output, in order with it
 		// (the launcher could place it only by the report on standard
 		// error, which races the other pipe).
-		fmt.Fprintln(os.Stdout, SealRecord(RecordKey(c.job.Key), MarkPrefix, fmt.Sprint(nc.inc)))
+		fmt.Fprintln(os.Stdout, record.Seal(record.Key(c.job.Key), record.MarkPrefix, fmt.Sprint(nc.inc)))
 	}
 	return nc, err
 }

@@ -4,13 +4,15 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"sperli/record"
 )
 
 // The counters of a rank process, for `sperli run --stats` (what mpiP and
 // IPM add to MPI): time waiting in receives, collectives and checkpoints,
 // messages and bytes sent and received, collectives made. They are
 // counted always, with a few atomic additions beside the waits of
-// runtime/waiting.go, and reported in the status record (RankStats) when
+// runtime/waiting.go, and reported in the status record (record.RankStats) when
 // a launcher started the rank. The launcher flags as the slowest rank
 // the one that waited least in collectives: the others waited for it;
 // and, from each kind's calls and waits (RankStats.Coll), the slowest rank
@@ -32,42 +34,11 @@ var counters struct {
 	}
 }
 
-// CollStats is what a rank spent in one kind of collective: its calls,
-// the time waited in them, and the frames (and their data's bytes) the
-// calls' schedules sent and took.
-type CollStats struct {
-	Calls     int64   `json:"calls"`
-	WaitMS    float64 `json:"wait_ms"`
-	SentMsgs  int64   `json:"sent_msgs"`
-	SentBytes int64   `json:"sent_bytes"`
-	RecvMsgs  int64   `json:"recv_msgs"`
-	RecvBytes int64   `json:"recv_bytes"`
-}
-
-// RankStats is a rank's report in its status record. Messages and bytes
-// count point-to-point messages and the frames of collectives (Coll tells
-// those apart per kind); checkpoints' frames aside.
-type RankStats struct {
-	WallMS      int64   `json:"wall_ms"`
-	RecvWaitMS  float64 `json:"recv_wait_ms"`
-	CollWaitMS  float64 `json:"coll_wait_ms"`
-	CkptWaitMS  float64 `json:"ckpt_wait_ms"`
-	SentMsgs    int64   `json:"sent_msgs"`
-	SentBytes   int64   `json:"sent_bytes"`
-	RecvMsgs    int64   `json:"recv_msgs"`
-	RecvBytes   int64   `json:"recv_bytes"`
-	Collectives int64   `json:"collectives"`
-	PeakRSSKB   int64   `json:"peak_rss_kb"`
-	// Coll is per kind of collective called ("barrier", "allreduce", …
-	// as Kind.String), the calls and the time waited in them.
-	Coll map[string]CollStats `json:"coll,omitempty"`
-}
-
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
 // Stats returns this process's counters.
-func Stats() RankStats {
-	s := RankStats{
+func Stats() record.RankStats {
+	s := record.RankStats{
 		WallMS:      time.Since(procStart).Milliseconds(),
 		RecvWaitMS:  ms(counters.recvWait.Load()),
 		CollWaitMS:  ms(counters.collWait.Load()),
@@ -82,9 +53,9 @@ func Stats() RankStats {
 		pk := &counters.perKind[k]
 		if n := pk.calls.Load(); n > 0 {
 			if s.Coll == nil {
-				s.Coll = map[string]CollStats{}
+				s.Coll = map[string]record.CollStats{}
 			}
-			s.Coll[Kind(k).String()] = CollStats{Calls: n, WaitMS: ms(pk.wait.Load()),
+			s.Coll[Kind(k).String()] = record.CollStats{Calls: n, WaitMS: ms(pk.wait.Load()),
 				SentMsgs: pk.sentMsgs.Load(), SentBytes: pk.sentBytes.Load(), RecvMsgs: pk.recvMsgs.Load(), RecvBytes: pk.recvBytes.Load()}
 		}
 	}

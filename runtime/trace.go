@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"sperli/record"
 )
 
 // The timeline of `sperli run --trace FILE` (docs/starlark.md, protocol.md
@@ -29,18 +31,6 @@ import (
 // The line "clock" on the control channel is answered with the rank's
 // clock now, \x1esperli-clock {"ns":1764750000123456789}: the launcher
 // measures the offset of a remote rank's clock from its own from it.
-
-// TracePrefix starts a trace record, ClockPrefix a clock record.
-const (
-	TracePrefix = "\x1esperli-trace "
-	ClockPrefix = "\x1esperli-clock "
-)
-
-// Trace threads (the records' tid).
-const (
-	TraceCalls    = 1
-	TraceRecovery = 2
-)
 
 // traceBuf bounds what a rank holds before it writes: under PIPE_BUF, so
 // that a batch is one write no other writer of the pipe can cut into.
@@ -74,7 +64,7 @@ func traceNow() int64 { return procStart.UnixNano() + int64(time.Since(procStart
 func writeClock(w io.Writer) {
 	waitOut.Lock()
 	defer waitOut.Unlock()
-	fmt.Fprintf(w, "%s{\"ns\":%d}\n", ClockPrefix, traceNow())
+	fmt.Fprintf(w, "%s{\"ns\":%d}\n", record.ClockPrefix, traceNow())
 }
 
 // traceArg is one argument of an event: a number, or a string when s is
@@ -135,7 +125,7 @@ func (t *tracer) add(ph byte, name string, ts, dur int64, tid int, args []traceA
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	b := t.buf
-	b = append(b, TracePrefix...)
+	b = append(b, record.TracePrefix...)
 	b = append(b, `{"ph":"`...)
 	b = append(b, ph)
 	b = append(b, `","name":`...)
@@ -181,7 +171,7 @@ const maxTraceString = 200
 // bytes.
 func appendJSONString(b []byte, s string) []byte {
 	if len(s) > maxTraceString {
-		s = cutMiddle(s, maxTraceString)
+		s = record.CutMiddle(s, maxTraceString)
 	}
 	plain := true
 	for i := 0; i < len(s) && plain; i++ {
@@ -242,7 +232,7 @@ func (s span) call(name string, err error, args ...traceArg) {
 	if err != nil {
 		args = append(args, tstr("error", err.Error()))
 	}
-	s.t.add('X', name, s.start, traceNow()-s.start, TraceCalls, args)
+	s.t.add('X', name, s.start, traceNow()-s.start, record.TraceCalls, args)
 }
 
 // traceRecv records a receive: the source and tag it got (or asked for,

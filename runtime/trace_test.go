@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"sperli/codes"
+	"sperli/record"
 )
 
 // writes records every Write separately.
@@ -53,7 +54,7 @@ func TestTraceRecords(t *testing.T) {
 		t.Fatalf("%d records, want 201", len(lines))
 	}
 	for i, l := range lines {
-		rest, ok := strings.CutPrefix(l, TracePrefix)
+		rest, ok := strings.CutPrefix(l, record.TracePrefix)
 		if !ok {
 			t.Fatalf("record %d without its prefix: %q", i, l)
 		}
@@ -66,7 +67,7 @@ func TestTraceRecords(t *testing.T) {
 		if err := json.Unmarshal([]byte(rest), &e); err != nil {
 			t.Fatalf("record %d is not JSON: %v: %q", i, err, rest)
 		}
-		if e.Ph != "X" || e.Tid != TraceCalls || e.Ts <= 0 || e.Dur < 0 {
+		if e.Ph != "X" || e.Tid != record.TraceCalls || e.Ts <= 0 || e.Dur < 0 {
 			t.Errorf("record %d: %+v", i, e)
 		}
 		if i < 200 && (e.Name != "send" || e.Args["to"] != float64(i%3) || e.Args["what"] != "a \"quoted\"\nline") {

@@ -9,6 +9,7 @@ import (
 
 	"sperli/codes"
 	"sperli/elastic"
+	"sperli/record"
 	"sperli/wire"
 )
 
@@ -141,7 +142,7 @@ func (c *Comm) Failed() []int {
 // H1626, except Failed, Agree and Shrink. It reaches every rank even when
 // this one is lost meanwhile: each rank passes it on once.
 func (c *Comm) Revoke() error {
-	traceInstant("revoke", TraceCalls)
+	traceInstant("revoke", record.TraceCalls)
 	c.revoke(-1)
 	return nil
 }

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -12,36 +11,12 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/record"
 	"sperli/wire"
 )
 
-// What a rank waits in, for the launcher's report when a job is ended by
-// `sperli run --timeout D` or by an interrupt (SPEC §2): the launcher
-// writes the line "waiting" on a rank's control channel, and the rank
-// answers with one line on its standard error, the waiting record:
-//
-//	\x1esperli-waiting {"call":"recv(source 0, tag 7)","ms":5012}
-//
-// "call" is "" when the rank is in no Sperli call (it computes). The
-// record is of the process: with several goroutines waiting at once it
-// tells the latest wait.
-
-// WaitingPrefix starts the waiting record.
-const WaitingPrefix = "\x1esperli-waiting "
-
-// WaitRecord is the waiting record. Rank and For are job ranks, -1 when
-// unknown: the rank of the process that waits (when it waits in a call)
-// and the one it waits for (a named source, a collective's peer; -1 for
-// any source). The byte counters are the process's (stats.go), for the
-// --live status line.
-type WaitRecord struct {
-	Call      string `json:"call"`
-	MS        int64  `json:"ms"`
-	Rank      int    `json:"rank"`
-	For       int    `json:"for"`
-	SentBytes int64  `json:"sent_bytes"`
-	RecvBytes int64  `json:"recv_bytes"`
-}
+// The waiting record (record.Waiting) of `sperli run --timeout` tells
+// what this process waits in; this file keeps the current wait.
 
 // waitInfo is one wait: what and since when, by which job rank (self)
 // for which (peer, -1 for none or any).
@@ -78,7 +53,7 @@ func leaveWait(w *waitInfo) {
 	current.CompareAndSwap(w, nil)
 	countWait(w)
 	if tracing.Load() != nil {
-		traceSpanSince("wait", TraceCalls, w.since, tstr("what", w.what.String()), targ("for", w.peer))
+		traceSpanSince("wait", record.TraceCalls, w.since, tstr("what", w.what.String()), targ("for", w.peer))
 	}
 }
 
@@ -156,8 +131,8 @@ func (w collWait) String() string {
 }
 
 // waitRecord is this process's waiting record now.
-func waitRecord() WaitRecord {
-	rec := WaitRecord{Rank: -1, For: -1, SentBytes: counters.sentBytes.Load(), RecvBytes: counters.recvBytes.Load()}
+func waitRecord() record.Waiting {
+	rec := record.Waiting{Rank: -1, For: -1, SentBytes: counters.sentBytes.Load(), RecvBytes: counters.recvBytes.Load()}
 	if w := current.Load(); w != nil {
 		rec.Call, rec.MS = w.what.String(), time.Since(w.since).Milliseconds()
 		rec.Rank, rec.For = w.self, w.peer
@@ -167,10 +142,10 @@ func waitRecord() WaitRecord {
 
 // writeWaiting writes the waiting record to w.
 func writeWaiting(w io.Writer) {
-	b, _ := json.Marshal(waitRecord())
+	line := waitRecord().Line()
 	waitOut.Lock()
 	defer waitOut.Unlock()
-	fmt.Fprintf(w, "%s%s\n", WaitingPrefix, b)
+	io.WriteString(w, line)
 }
 
 var waitOut sync.Mutex
@@ -202,19 +177,6 @@ func readControl(r io.Reader, w io.Writer) {
 			return
 		}
 	}
-}
-
-// ParseWaiting reads a waiting record line (with or without its line end).
-func ParseWaiting(line string) (WaitRecord, bool) {
-	rest, ok := strings.CutPrefix(line, WaitingPrefix)
-	if !ok {
-		return WaitRecord{}, false
-	}
-	var w WaitRecord
-	if err := json.Unmarshal([]byte(strings.TrimRight(rest, "\r\n")), &w); err != nil {
-		return WaitRecord{}, false
-	}
-	return w, true
 }
 
 // neverMatches refuses at once, with H1617, a receive that can never be

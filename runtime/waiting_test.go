@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"sperli/record"
 	"sperli/wire"
 )
 
@@ -27,7 +28,7 @@ func TestWaitingRecord(t *testing.T) {
 		t.Fatalf("%d records, want %d: %q", len(lines), len(want), out.String())
 	}
 	for i, l := range lines {
-		rec, ok := ParseWaiting(l)
+		rec, ok := record.ParseWaiting(l)
 		if !ok || rec.Call != want[i] || rec.MS < 0 {
 			t.Errorf("record %d: %q (%v), want call %q", i, l, ok, want[i])
 		}

@@ -66,6 +66,7 @@ import (
 	"unsafe"
 
 	"sperli/codes"
+	"sperli/record"
 	"sperli/runtime"
 )
 
@@ -1001,8 +1002,8 @@ func sperligo_exit(rc C.int, msg *C.char) C.int {
 	}
 	// A rank started by hand never shows the launcher's record: only one
 	// whose description says a launcher started it, or, with none read,
-	// whose environment does (runtime.LaunchedEnv).
-	if (lastJob != nil && lastJob.Launched) || (lastJob == nil && os.Getenv(runtime.LaunchedEnv) == "1") {
+	// whose environment does (record.LaunchedEnv).
+	if (lastJob != nil && lastJob.Launched) || (lastJob == nil && os.Getenv(record.LaunchedEnv) == "1") {
 		runtime.WriteStatus(os.Stderr, err)
 	}
 	return C.int(runtime.ExitStatus(err))

@@ -1,4 +1,4 @@
-package runtime
+package record
 
 import (
 	"crypto/hmac"
@@ -13,7 +13,7 @@ import (
 // the launcher records or shows — the generation report (GenPrefix) and
 // the generation mark (MarkPrefix) — therefore carry a MAC: HMAC-SHA256,
 // cut to 16 bytes and written in hex, of the record's prefix and body,
-// under a key only the rank's runtime and its launcher hold (RecordKey,
+// under a key only the rank's runtime and its launcher hold (Key,
 // made from the rank's private key in its job description, which the
 // program never sees: a Starlark program has no way to it). The launcher
 // takes a record only when its MAC holds; any other line that begins
@@ -23,9 +23,9 @@ import (
 // macLen is the length of a record's MAC in hex.
 const macLen = 32
 
-// RecordKey is the key of the MACs of the records of the rank whose
+// Key is the key of the MACs of the records of the rank whose
 // private key seed is seed.
-func RecordKey(seed []byte) []byte {
+func Key(seed []byte) []byte {
 	h := sha256.New()
 	h.Write([]byte("sperli record key 1\x00"))
 	h.Write(seed)
@@ -39,15 +39,15 @@ func recordMAC(key []byte, prefix, body string) string {
 	return hex.EncodeToString(m.Sum(nil)[:macLen/2])
 }
 
-// SealRecord is the line (without its line end) of a record with this
+// Seal is the line (without its line end) of a record with this
 // prefix and body under key.
-func SealRecord(key []byte, prefix, body string) string {
+func Seal(key []byte, prefix, body string) string {
 	return prefix + recordMAC(key, prefix, body) + " " + body
 }
 
-// OpenRecord takes what follows prefix on a record's line (its line end
+// Open takes what follows prefix on a record's line (its line end
 // trimmed) and returns the body when its MAC holds under key.
-func OpenRecord(key []byte, prefix, rest string) (string, bool) {
+func Open(key []byte, prefix, rest string) (string, bool) {
 	mac, body, ok := strings.Cut(rest, " ")
 	if !ok || len(mac) != macLen || len(key) == 0 {
 		return "", false

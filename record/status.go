@@ -1,10 +1,9 @@
-package runtime
+package record
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -45,7 +44,7 @@ type Status struct {
 	Cause     string `json:"cause,omitempty"` // lost, failed, aborted, launcher
 	CauseRank int    `json:"cause_rank"`      // the rank the cause is about
 	Msg       string `json:"msg,omitempty"`
-	// Stats are the rank's counters (runtime/stats.go), for --stats.
+	// Stats are the rank's counters, for --stats.
 	Stats *RankStats `json:"stats,omitempty"`
 }
 
@@ -68,7 +67,7 @@ func ExitStatus(err error) int {
 	return ExitFail
 }
 
-// StatusOf builds the status record of err.
+// StatusOf builds the status record of err, without counters.
 func StatusOf(err error) Status {
 	s := Status{Exit: ExitStatus(err), CauseRank: -1}
 	if err == nil {
@@ -85,20 +84,17 @@ func StatusOf(err error) Status {
 	return s
 }
 
-// WriteStatus writes the status record of err to w (a launched rank's
-// standard error) as one line.
-func WriteStatus(w io.Writer, err error) {
-	st := StatusOf(err)
-	st.Msg = cutMiddle(st.Msg, maxStatusMsg)
-	rs := Stats()
-	st.Stats = &rs
+// WriteStatus writes st to w (a launched rank's standard error) as one
+// line, its message cut in the middle past 64 KiB.
+func WriteStatus(w io.Writer, st Status) {
+	st.Msg = CutMiddle(st.Msg, maxStatusMsg)
 	b, _ := json.Marshal(st)
 	fmt.Fprintf(w, "%s%s\n", StatusPrefix, b)
 }
 
-// cutMiddle returns s, or when it is longer than max bytes its first
+// CutMiddle returns s or, when it is longer than max bytes its first
 // eighth and its end joined by " … ", cut at UTF-8 character boundaries.
-func cutMiddle(s string, max int) string {
+func CutMiddle(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
@@ -125,17 +121,6 @@ func WriteError(w io.Writer, err error) {
 	io.WriteString(w, b.String())
 }
 
-// launched reports whether a launcher reads this rank's status record:
-// the job description says so, or, when there is none (it could not be
-// read), the launcher's environment variable does. A rank started by
-// hand never prints the record on its terminal.
-func launched(c *Comm) bool {
-	if c != nil {
-		return c.job.Launched
-	}
-	return os.Getenv(LaunchedEnv) == "1"
-}
-
 // ParseStatus reads a status record line (with or without its line end).
 func ParseStatus(line string) (Status, bool) {
 	if !strings.HasPrefix(line, StatusPrefix) {
@@ -146,34 +131,4 @@ func ParseStatus(line string) (Status, bool) {
 		return Status{}, false
 	}
 	return s, true
-}
-
-// Exit ends a rank program: with err nil it finishes c; otherwise it ends
-// the job with err as this rank's failure (peers return H1612) unless the
-// job already ended. When the job was started by a launcher it writes the
-// status record and, for an error, the error as the last line a user sees
-// on standard error. It returns the exit status; c may be nil (the job
-// description or the join failed). The embedder's main is
-// os.Exit(runtime.Exit(c, err)).
-func Exit(c *Comm, err error) int {
-	if c != nil {
-		switch {
-		case err != nil:
-			c.Fail(err)
-		case !c.Finished():
-			err = c.Finish()
-		}
-	}
-	if !launched(c) {
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-		return ExitStatus(err)
-	}
-	traceFlush()
-	if err != nil {
-		WriteError(os.Stderr, err)
-	}
-	WriteStatus(os.Stderr, err)
-	return ExitStatus(err)
 }
