@@ -20,9 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"sperli/launch"
+	"sperli/job"
 	"sperli/record"
-	"sperli/runtime"
 )
 
 //go:embed pingpong.star
@@ -84,7 +83,7 @@ const (
 type runner struct {
 	o   Options
 	dir string
-	id  *launch.Identity
+	id  *job.Identity
 }
 
 func (o *Options) defaults() {
@@ -119,7 +118,7 @@ func Run(o Options) (*Report, error) {
 	if err := os.WriteFile(filepath.Join(dir, "empty.star"), []byte("pass\n"), 0o600); err != nil {
 		return nil, err
 	}
-	id, err := launch.NewIdentity()
+	id, err := job.NewIdentity()
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +237,7 @@ func Run(o Options) (*Report, error) {
 // listening socket of its own and its description on stdin.
 func (r *runner) start(kinds []kind, args, env []string) ([]*exec.Cmd, []*bytes.Buffer, error) {
 	n := len(kinds)
-	table := make([]runtime.Host, n)
+	table := make([]job.Host, n)
 	files := make([]*os.File, n)
 	defer func() {
 		for _, f := range files {
@@ -257,9 +256,9 @@ func (r *runner) start(kinds []kind, args, env []string) ([]*exec.Cmd, []*bytes.
 		if err != nil {
 			return nil, nil, err
 		}
-		table[i] = runtime.Host{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port}
+		table[i] = job.Host{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port}
 	}
-	spec := launch.Spec{Size: n, Hosts: table, Launched: true, Expires: time.Now().Add(10 * time.Minute)}
+	spec := job.Spec{Size: n, Hosts: table, Launched: true, Expires: time.Now().Add(10 * time.Minute)}
 	cmds := make([]*exec.Cmd, n)
 	outs := make([]*bytes.Buffer, n)
 	for i, k := range kinds {

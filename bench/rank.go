@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"sperli/job"
 	"sperli/pki"
 	"sperli/runtime"
 )
@@ -20,7 +21,7 @@ import (
 // a rank embedding runtime that runs one measurement, args MODE SIZE COUNT
 // [T0], and prints {"ns": N} on rank 0.
 func GoRank(args []string) int {
-	job, err := runtime.ReadJob(os.Stdin)
+	job, err := job.Read(os.Stdin)
 	if err != nil {
 		return runtime.Exit(nil, err)
 	}
@@ -153,7 +154,7 @@ func goMeasure(ctx context.Context, c *runtime.Comm, args []string) error {
 // same measurement over one TLS 1.3 connection with the job's certificates,
 // with no Sperli framing: the ceiling of any TLS transport here.
 func TLSRank(args []string) int {
-	job, err := runtime.ReadJob(os.Stdin)
+	job, err := job.Read(os.Stdin)
 	if err == nil {
 		err = tlsMeasure(job, args)
 	}
@@ -164,7 +165,7 @@ func TLSRank(args []string) int {
 	return 0
 }
 
-func tlsMeasure(job *runtime.Job, args []string) error {
+func tlsMeasure(job *job.Job, args []string) error {
 	mode, size, count, err := parseArgs(args)
 	if err != nil {
 		return err

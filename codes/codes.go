@@ -9,6 +9,7 @@ package codes
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Code is a refusal code. Its text form is "H" followed by the number.
@@ -196,4 +197,16 @@ func As(err error) *Error {
 		return e
 	}
 	return nil
+}
+
+// OneLine returns the line of a (possibly multi-line) error text that says
+// most: the first that starts with a code, else the last non-empty one.
+func OneLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for _, l := range lines {
+		if _, ok := Parse(strings.SplitN(l, ":", 2)[0]); ok {
+			return l
+		}
+	}
+	return strings.TrimSpace(lines[len(lines)-1])
 }

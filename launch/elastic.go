@@ -34,7 +34,7 @@ type generations struct {
 	prev    string
 	seen    map[int]map[int]bool // generation → slots that reported it
 	first   map[int]time.Time    // generation → its first report
-	lines   map[int]record.Gen      // generation → its first report
+	lines   map[int]record.Gen   // generation → its first report
 	lostAt  map[int]time.Time    // slot → when its process was seen to end
 	lostWhy map[int]string
 	gone    map[int]bool // slots lost and replaced in place

@@ -10,17 +10,8 @@ import (
 
 	"sperli/codes"
 	"sperli/hosts"
-	"sperli/pki"
-	"sperli/runtime"
+	"sperli/job"
 )
-
-// fixedCert is a rank's certificate and key taken from a job directory:
-// the launcher has no CA key to issue new ones.
-type fixedCert struct {
-	host string
-	cert []byte
-	key  []byte
-}
 
 // LoadJobDir reads the identity of a `sperli job make` directory (SPEC
 // §9.5, `sperli run --job DIR`): DIR/rank-0.job … rank-(N-1).job of one
@@ -29,8 +20,8 @@ type fixedCert struct {
 // the tokens are signed anew. n is -n (0 when not given): another size
 // than the job's is H1623. It returns the identity, the host lines of the
 // job and its checkpoint directory.
-func LoadJobDir(dir string, n int) (*Identity, []hosts.Line, string, error) {
-	read := func(r int) (*runtime.Job, error) {
+func LoadJobDir(dir string, n int) (*job.Identity, []hosts.Line, string, error) {
+	read := func(r int) (*job.Job, error) {
 		path := filepath.Join(dir, fmt.Sprintf("rank-%d.job", r))
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -39,7 +30,7 @@ func LoadJobDir(dir string, n int) (*Identity, []hosts.Line, string, error) {
 			}
 			return nil, usage("--job %s: %v", dir, unwrapPath(err))
 		}
-		j, err := runtime.ReadJob(bytes.NewReader(b))
+		j, err := job.Read(bytes.NewReader(b))
 		if err != nil {
 			return nil, usage("--job %s: %s: %v", dir, filepath.Base(path), err)
 		}
@@ -57,18 +48,10 @@ func LoadJobDir(dir string, n int) (*Identity, []hosts.Line, string, error) {
 		return nil, nil, "", usage("--job %s: %s: the job has %d ranks, -n %d: a job resumes with its own size",
 			dir, codes.ResumeSize, size, n)
 	}
-	if len(j0.JobSecret) == 0 {
-		return nil, nil, "", usage("--job %s: rank-0.job holds no job secret", dir)
-	}
-	priv, err := pki.UnmarshalPrivateKey(j0.JobSecret)
+	id, err := job.Resume(j0, size)
 	if err != nil {
-		return nil, nil, "", usage("--job %s: rank-0.job: the job secret: %v", dir, err)
+		return nil, nil, "", usage("--job %s: rank-0.job: %v", dir, err)
 	}
-	pub, err := pki.UnmarshalPublicKey(j0.JobKey)
-	if err != nil {
-		return nil, nil, "", usage("--job %s: rank-0.job: the job key: %v", dir, err)
-	}
-	id := &Identity{ID: j0.ID, CA: &pki.CA{CertDER: j0.CA}, JobPub: pub, JobPriv: priv, fixed: make([]fixedCert, size)}
 	lines := make([]hosts.Line, size)
 	for r := 0; r < size; r++ {
 		j := j0
@@ -81,7 +64,7 @@ func LoadJobDir(dir string, n int) (*Identity, []hosts.Line, string, error) {
 			return nil, nil, "", usage("--job %s: rank-%d.job is not of the job of rank-0.job (job, size, rank, CA or key differ)", dir, r)
 		}
 		h := j.Hosts[r]
-		id.fixed[r] = fixedCert{host: h.Host, cert: j.Cert, key: j.Key}
+		id.Fix(r, h.Host, j.Cert, j.Key)
 		lines[r] = hosts.Line{Host: h.Host, Port: h.Port, Line: r + 1}
 	}
 	return id, lines, j0.CheckpointDir, nil

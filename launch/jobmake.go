@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"sperli/hosts"
-	"sperli/runtime"
+	"sperli/job"
 )
 
 // MakeOptions are the flags of `sperli job make`.
@@ -39,8 +39,8 @@ func MakeJob(o MakeOptions) ([]string, error) {
 	if o.Expires < 0 {
 		return nil, usage("job make: --expires %v: want a positive duration", o.Expires)
 	}
-	if o.SilenceMS != 0 && (o.SilenceMS < runtime.MinSilenceMS || o.SilenceMS > runtime.MaxSilenceMS) {
-		return nil, usage("job make: --silence %d: want %d to %d ms", o.SilenceMS, runtime.MinSilenceMS, runtime.MaxSilenceMS)
+	if o.SilenceMS != 0 && (o.SilenceMS < job.MinSilenceMS || o.SilenceMS > job.MaxSilenceMS) {
+		return nil, usage("job make: --silence %d: want %d to %d ms", o.SilenceMS, job.MinSilenceMS, job.MaxSilenceMS)
 	}
 	if err := checkSize("job make: ", o.N, o.Spares); err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func MakeJob(o MakeOptions) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := NewIdentity()
+	id, err := job.NewIdentity()
 	if err != nil {
 		return nil, err
 	}
@@ -62,11 +62,11 @@ func MakeJob(o MakeOptions) ([]string, error) {
 	if exp == 0 {
 		exp = DefaultExpires
 	}
-	table := make([]runtime.Host, slots)
+	table := make([]job.Host, slots)
 	for r := range table {
-		table[r] = runtime.Host{Host: pl.Lines[r].Host, Port: hosts.RankPort(pl.Lines[r], r)}
+		table[r] = job.Host{Host: pl.Lines[r].Host, Port: hosts.RankPort(pl.Lines[r], r)}
 	}
-	spec := Spec{Size: o.N, Spares: o.Spares, Hosts: table, SilenceMS: o.SilenceMS, CheckpointDir: o.CheckpointDir, Expires: time.Now().Add(exp)}
+	spec := job.Spec{Size: o.N, Spares: o.Spares, Hosts: table, SilenceMS: o.SilenceMS, CheckpointDir: o.CheckpointDir, Expires: time.Now().Add(exp)}
 	files := make([]secretFile, slots)
 	for r := 0; r < slots; r++ {
 		j, err := id.Describe(spec, r)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"sperli/hosts"
+	"sperli/job"
 	"sperli/runtime"
 )
 
@@ -62,7 +63,7 @@ func TestMakeJobPlantedSymlinks(t *testing.T) {
 			continue
 		}
 		b, _ := os.ReadFile(f)
-		j, err := runtime.ParseJob(b)
+		j, err := job.Parse(b)
 		if err != nil || j.Rank != r {
 			t.Errorf("%s does not hold rank %d's description: %v", f, r, err)
 		}
@@ -102,7 +103,7 @@ func TestMakeJobDirectoryInTheWay(t *testing.T) {
 // Linux's ephemeral range (32768–60999), where a dialer's own port could
 // take it; the line's own port wins.
 func TestMakeJobDefaultPorts(t *testing.T) {
-	if last := hosts.BasePort + runtime.MaxSize - 1; hosts.BasePort < 1024 || last >= 32768 {
+	if last := hosts.BasePort + job.MaxSize - 1; hosts.BasePort < 1024 || last >= 32768 {
 		t.Errorf("default ports %d..%d, want them within 1024..32767", hosts.BasePort, last)
 	}
 	dir := t.TempDir()
@@ -115,7 +116,7 @@ func TestMakeJobDefaultPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(files[2])
-	j, err := runtime.ParseJob(b)
+	j, err := job.Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestMakeJobPortTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(files[0])
-	j, err := runtime.ParseJob(b)
+	j, err := job.Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}

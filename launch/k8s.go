@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"sperli/hosts"
-	"sperli/runtime"
+	"sperli/job"
 )
 
 // KubeOptions are the flags of `sperli job make --kubernetes` beside
@@ -57,10 +57,10 @@ func MakeKube(o MakeOptions, k KubeOptions) (string, error) {
 	if o.Expires < 0 {
 		return "", usage("job make: --expires %v: want a positive duration", o.Expires)
 	}
-	if o.SilenceMS != 0 && (o.SilenceMS < runtime.MinSilenceMS || o.SilenceMS > runtime.MaxSilenceMS) {
-		return "", usage("job make: --silence %d: want %d to %d ms", o.SilenceMS, runtime.MinSilenceMS, runtime.MaxSilenceMS)
+	if o.SilenceMS != 0 && (o.SilenceMS < job.MinSilenceMS || o.SilenceMS > job.MaxSilenceMS) {
+		return "", usage("job make: --silence %d: want %d to %d ms", o.SilenceMS, job.MinSilenceMS, job.MaxSilenceMS)
 	}
-	id, err := NewIdentity()
+	id, err := job.NewIdentity()
 	if err != nil {
 		return "", err
 	}
@@ -74,10 +74,10 @@ func MakeKube(o MakeOptions, k KubeOptions) (string, error) {
 		return "", usage("job make --kubernetes: --name %q: want lower-case letters, digits and '-', starting with a letter, at most %d characters", name, 63-1-len(strconv.Itoa(slots-1)))
 	}
 	lines := make([]hosts.Line, slots)
-	table := make([]runtime.Host, slots)
+	table := make([]job.Host, slots)
 	for r := range lines {
 		lines[r] = hosts.Line{Host: fmt.Sprintf("%s-%d.%s", name, r, name), Port: KubePort}
-		table[r] = runtime.Host{Host: lines[r].Host, Port: KubePort}
+		table[r] = job.Host{Host: lines[r].Host, Port: KubePort}
 	}
 	var deny []string
 	if o.DenyFile != "" {
@@ -92,7 +92,7 @@ func MakeKube(o MakeOptions, k KubeOptions) (string, error) {
 	if exp == 0 {
 		exp = DefaultExpires
 	}
-	spec := Spec{Size: o.N, Spares: k.Spares, Hosts: table, SilenceMS: o.SilenceMS, CheckpointDir: o.CheckpointDir, Expires: time.Now().Add(exp)}
+	spec := job.Spec{Size: o.N, Spares: k.Spares, Hosts: table, SilenceMS: o.SilenceMS, CheckpointDir: o.CheckpointDir, Expires: time.Now().Add(exp)}
 	descs := make([][]byte, slots)
 	for r := range descs {
 		j, err := id.Describe(spec, r)

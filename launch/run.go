@@ -25,8 +25,8 @@ import (
 
 	"sperli/codes"
 	"sperli/hosts"
+	"sperli/job"
 	"sperli/record"
-	"sperli/runtime"
 )
 
 // Options are the flags of `sperli run`.
@@ -109,10 +109,10 @@ func checkSize(prefix string, n, spares int) error {
 	switch {
 	case n < 1:
 		return usage("%s-n %d: want at least 1 rank", prefix, n)
-	case n > runtime.MaxSize:
-		return usage("%s-n %d: want at most %d ranks", prefix, n, runtime.MaxSize)
-	case spares < 0 || spares > runtime.MaxSize-n:
-		return usage("%s--spares %d: want 0 to %d (at most %d slots: ranks and spares)", prefix, spares, runtime.MaxSize-n, runtime.MaxSize)
+	case n > job.MaxSize:
+		return usage("%s-n %d: want at most %d ranks", prefix, n, job.MaxSize)
+	case spares < 0 || spares > job.MaxSize-n:
+		return usage("%s--spares %d: want 0 to %d (at most %d slots: ranks and spares)", prefix, spares, job.MaxSize-n, job.MaxSize)
 	}
 	return nil
 }
@@ -138,8 +138,8 @@ func Place(n int, hostsFile, denyFile string, byNode bool) (*Placement, error) {
 	if n < 1 {
 		return nil, usage("-n %d: want at least 1 rank", n)
 	}
-	if n > runtime.MaxSize {
-		return nil, usage("-n %d: want at most %d ranks", n, runtime.MaxSize)
+	if n > job.MaxSize {
+		return nil, usage("-n %d: want at most %d ranks", n, job.MaxSize)
 	}
 	var deny []string
 	if denyFile != "" {
@@ -163,7 +163,7 @@ func Place(n int, hostsFile, denyFile string, byNode bool) (*Placement, error) {
 		return nil, err
 	}
 	raw := len(pl.Lines)
-	pl.Lines = hosts.Expand(pl.Lines, byNode, 2*runtime.MaxSize)
+	pl.Lines = hosts.Expand(pl.Lines, byNode, 2*job.MaxSize)
 	if len(pl.Lines) < n {
 		if len(pl.Lines) == raw {
 			return nil, usage("%s: %d host lines, want at least %d (one per rank, or slots=N on a line)", hostsFile, raw, n)
@@ -352,7 +352,7 @@ func (l *launcher) run(ctx context.Context) int {
 		l.say("run: missing PROGRAM")
 		return 2
 	}
-	var jobID *Identity
+	var jobID *job.Identity
 	var pl *Placement
 	var err error
 	if o.JobDir != "" {
@@ -396,8 +396,8 @@ func (l *launcher) run(ctx context.Context) int {
 		l.say("--output-mode %s: goes with --output-dir", o.OutputMode)
 		return 2
 	}
-	if o.SilenceMS != 0 && (o.SilenceMS < runtime.MinSilenceMS || o.SilenceMS > runtime.MaxSilenceMS) {
-		l.say("--silence %d: want %d to %d ms", o.SilenceMS, runtime.MinSilenceMS, runtime.MaxSilenceMS)
+	if o.SilenceMS != 0 && (o.SilenceMS < job.MinSilenceMS || o.SilenceMS > job.MaxSilenceMS) {
+		l.say("--silence %d: want %d to %d ms", o.SilenceMS, job.MinSilenceMS, job.MaxSilenceMS)
 		return 2
 	}
 	if o.JobDir != "" && o.Spares > 0 {
@@ -421,13 +421,13 @@ func (l *launcher) run(ctx context.Context) int {
 	}
 	id := jobID
 	if id == nil {
-		if id, err = NewIdentity(); err != nil {
+		if id, err = job.NewIdentity(); err != nil {
 			l.say("%v", err)
 			return 1
 		}
 	}
 	failures := os.Getenv(FailureEnv)
-	if _, err := runtime.ParseFailures(failures); err != nil {
+	if _, err := job.ParseFailures(failures); err != nil {
 		l.say("%s: %v", FailureEnv, err)
 		return 2
 	}
@@ -491,7 +491,7 @@ const FailureEnv = "SPERLI_TEST_FAILURE_SCHEDULE"
 // lost and --checkpoint-dir is set, the job starts again with incarnation
 // + 1 and fresh tokens, every lost rank on the next unused host line (or
 // where it was when none is left), at most --restart-max times.
-func (l *launcher) restarts(ctx context.Context, id *Identity, pl *Placement, star bool, failures string) int {
+func (l *launcher) restarts(ctx context.Context, id *job.Identity, pl *Placement, star bool, failures string) int {
 	o := l.o
 	lines := append([]hosts.Line(nil), pl.Lines[:o.N+o.Spares]...)
 	unused := o.N + o.Spares
@@ -642,11 +642,11 @@ func lineName(file string, l hosts.Line) string {
 
 // incarnation starts every rank of one incarnation and waits for them; it
 // returns the exit status, the ranks and whether it was interrupted.
-func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.Line, star bool, inc uint32, failures string) (int, []*rankProc, bool) {
+func (l *launcher) incarnation(ctx context.Context, id *job.Identity, lines []hosts.Line, star bool, inc uint32, failures string) (int, []*rankProc, bool) {
 	o := l.o
 	l.inc = inc
 	n := o.N + o.Spares
-	table := make([]runtime.Host, n)
+	table := make([]job.Host, n)
 	listeners := make([]*os.File, n)
 	defer func() {
 		for _, f := range listeners {
@@ -671,16 +671,16 @@ func (l *launcher) incarnation(ctx context.Context, id *Identity, lines []hosts.
 				return 1, nil, false
 			}
 			listeners[r] = f
-			table[r] = runtime.Host{Host: line.Host, Port: portOf(ln.Addr())}
+			table[r] = job.Host{Host: line.Host, Port: portOf(ln.Addr())}
 		} else {
-			table[r] = runtime.Host{Host: line.Host, Port: hosts.RankPort(line, r)}
+			table[r] = job.Host{Host: line.Host, Port: hosts.RankPort(line, r)}
 		}
 	}
 	join := time.Duration(o.JoinMS) * time.Millisecond
 	if join == 0 {
-		join = runtime.DefaultJoinMS * time.Millisecond
+		join = job.DefaultJoinMS * time.Millisecond
 	}
-	spec := Spec{
+	spec := job.Spec{
 		Size: o.N, Spares: o.Spares, Incarnation: inc, Hosts: table, SilenceMS: o.SilenceMS, JoinMS: o.JoinMS,
 		Launched: true, CheckpointDir: o.CheckpointDir, Failures: failures, Trace: l.out.trace != nil,
 		Expires: time.Now().Add(join + 5*time.Minute),
@@ -839,7 +839,7 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 
 	silence := time.Duration(l.o.SilenceMS) * time.Millisecond
 	if silence == 0 {
-		silence = runtime.DefaultSilenceMS * time.Millisecond
+		silence = job.DefaultSilenceMS * time.Millisecond
 	}
 	pending := len(procs)
 	endedCh := make(chan *rankProc, len(procs))

@@ -183,7 +183,7 @@ type jobStatus struct {
 	gen            int  // the last generation said, -1 for none
 	inc            uint32
 	waits          map[int]record.Waiting // by slot: the running processes' latest answers
-	sent           int64                      // bytes sent by every process, ended ones too
+	sent           int64                  // bytes sent by every process, ended ones too
 	elapsed        time.Duration
 }
 

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"sperli/codes"
+	"sperli/job"
 	"sperli/pki"
 	"sperli/wire"
 )
@@ -224,7 +225,7 @@ func parseCommit(b []byte) (*commit, int, error) {
 	}
 	size := binary.BigEndian.Uint32(b[48:])
 	body := 56 + 32*int(size)
-	if size == 0 || size > MaxSize || len(b) != body+pki.SignatureSize {
+	if size == 0 || size > job.MaxSize || len(b) != body+pki.SignatureSize {
 		return nil, 0, fmt.Errorf("COMMIT of %d bytes does not hold %d hashes and a signature", len(b), size)
 	}
 	c := &commit{Job: string(b[8:40]), Epoch: binary.BigEndian.Uint64(b[40:]), Size: size, raw: b}

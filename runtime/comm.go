@@ -12,6 +12,7 @@ import (
 
 	"sperli/codes"
 	"sperli/elastic"
+	"sperli/job"
 	"sperli/pki"
 	"sperli/wire"
 )
@@ -76,8 +77,8 @@ type core struct {
 	nextCtx uint32 // the lowest id this rank may give a new communicator
 
 	ckpt     ckptState
-	ckptMu   sync.Mutex // one checkpoint or resume at a time
-	failures []Failure  // the test-only failure schedule
+	ckptMu   sync.Mutex    // one checkpoint or resume at a time
+	failures []job.Failure // the test-only failure schedule
 
 	// recovering is set when this generation was abandoned for the next
 	// (SPEC §10.2): its end is not the job's. abandoned (under mu) stops
@@ -125,7 +126,7 @@ func newComm(j *Job) *Comm {
 	c := l.genComm(j, j.Incarnation, ranks)
 	c.layout = elastic.Initial(j.Size, j.Spares)
 	c.layout.Gen = int(j.Incarnation)
-	c.failures, _ = ParseFailures(j.Failures) // Validate checked it
+	c.failures, _ = job.ParseFailures(j.Failures) // Validate checked it
 	l.cur.Store(c)
 	return c
 }
@@ -247,19 +248,7 @@ func (c *Comm) fail(err error) {
 	if !code.Valid() {
 		code = codes.JobEnded
 	}
-	c.end(err, &wire.Reason{Code: code, Cause: codes.CauseFailed, Rank: int32(c.origin()), Msg: oneLine(err.Error())})
-}
-
-// oneLine returns the line of a (possibly multi-line) error text that says
-// most: the first that starts with a code, else the last non-empty one.
-func oneLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	for _, l := range lines {
-		if _, ok := codes.Parse(strings.SplitN(l, ":", 2)[0]); ok {
-			return l
-		}
-	}
-	return strings.TrimSpace(lines[len(lines)-1])
+	c.end(err, &wire.Reason{Code: code, Cause: codes.CauseFailed, Rank: int32(c.origin()), Msg: codes.OneLine(err.Error())})
 }
 
 // ended handles an abort frame from rank from.
@@ -782,8 +771,8 @@ func (c *Comm) callableLocked(op string) error {
 // SetSilence sets this rank's silence limit (at least 100 ms) and tells
 // every peer, so that they heartbeat often enough (SPEC §7).
 func (c *Comm) SetSilence(ms int) error {
-	if ms < MinSilenceMS || ms > MaxSilenceMS {
-		return &codes.Error{Code: codes.OutOfRange, Op: "set_silence", Rank: -1, Msg: fmt.Sprintf("set_silence: %d ms is outside %d to %d", ms, MinSilenceMS, MaxSilenceMS)}
+	if ms < job.MinSilenceMS || ms > job.MaxSilenceMS {
+		return &codes.Error{Code: codes.OutOfRange, Op: "set_silence", Rank: -1, Msg: fmt.Sprintf("set_silence: %d ms is outside %d to %d", ms, job.MinSilenceMS, job.MaxSilenceMS)}
 	}
 	c.mu.Lock()
 	err := c.callableLocked("set_silence")

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"sperli/codes"
-	"sperli/launch"
+	"sperli/job"
 	"sperli/runtime"
 )
 
@@ -22,8 +22,8 @@ import (
 // own code.
 type fixture struct {
 	t    testing.TB
-	id   *launch.Identity
-	spec launch.Spec
+	id   *job.Identity
+	spec job.Spec
 	lns  []net.Listener
 	logs *logBook
 }
@@ -78,7 +78,7 @@ func newFixture(t *testing.T, n int) *fixture { return newFixtureB(t, n) }
 
 func newFixtureB(t testing.TB, n int) *fixture {
 	t.Helper()
-	id, err := launch.NewIdentity()
+	id, err := job.NewIdentity()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func newFixtureB(t testing.TB, n int) *fixture {
 		f.lns = append(f.lns, ln)
 		table[r] = runtime.Host{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port}
 	}
-	f.spec = launch.Spec{Size: n, Hosts: table, JoinMS: 20000, Expires: time.Now().Add(10 * time.Minute)}
+	f.spec = job.Spec{Size: n, Hosts: table, JoinMS: 20000, Expires: time.Now().Add(10 * time.Minute)}
 	return f
 }
 

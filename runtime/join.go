@@ -19,6 +19,7 @@ import (
 
 	"sperli/codes"
 	"sperli/hosts"
+	"sperli/job"
 	"sperli/pki"
 	"sperli/wire"
 )
@@ -54,14 +55,14 @@ type joinState struct {
 func (s *joinState) refused(rank int, err error) {
 	s.mu.Lock()
 	s.refusal[rank] = err
-	ok, more := s.logged.allow(logKey{rank, codes.Of(err)}, s.j.now())
+	ok, more := s.logged.allow(logKey{rank, codes.Of(err)}, s.j.Clock())
 	s.mu.Unlock()
 	switch {
 	case !ok:
 	case more > 0:
-		s.j.logf("refused rank %d: %v (and %d more like it not logged)", rank, err, more)
+		s.j.Log("refused rank %d: %v (and %d more like it not logged)", rank, err, more)
 	default:
-		s.j.logf("refused rank %d: %v", rank, err)
+		s.j.Log("refused rank %d: %v", rank, err)
 	}
 }
 
@@ -159,7 +160,7 @@ func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
 	s := &joinState{
 		c: c, j: j, pool: pool,
 		cert:     tls.Certificate{Certificate: [][]byte{j.Cert}, PrivateKey: key, Leaf: leaf},
-		deadline: time.Now().Add(j.joinWindow()),
+		deadline: time.Now().Add(j.JoinWindow()),
 		spin:     spin,
 		refusal:  make(map[int]error),
 		logged:   make(logLimit),
@@ -300,7 +301,7 @@ func (s *joinState) timeout(got map[int]joined) error {
 			return err
 		}
 		h := s.j.Hosts[r]
-		return &codes.Error{Code: codes.Unreachable, Op: "join", Rank: r, Msg: fmt.Sprintf("rank %d at %s not reachable within the join window (%v)", r, net.JoinHostPort(h.Host, strconv.Itoa(h.Port)), s.j.joinWindow())}
+		return &codes.Error{Code: codes.Unreachable, Op: "join", Rank: r, Msg: fmt.Sprintf("rank %d at %s not reachable within the join window (%v)", r, net.JoinHostPort(h.Host, strconv.Itoa(h.Port)), s.j.JoinWindow())}
 	}
 	return codes.New(codes.Unreachable, "join window ended")
 }
@@ -439,7 +440,7 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 	}
 	if _, err := pki.VerifyToken(hello.Token, s.c.jobPub, pki.Expect{
 		Job: s.j.ID, Rank: rank, Size: s.j.Slots(), Incarnation: s.j.Incarnation,
-		Host: s.j.Hosts[rank].Host, Now: s.j.now(),
+		Host: s.j.Hosts[rank].Host, Now: s.j.Clock(),
 	}); err != nil {
 		s.refuseConn(tc, br, rank, err)
 		return joined{}, err
@@ -536,8 +537,8 @@ func readHello(br *bufio.Reader, rank int) (wire.HelloBody, error) {
 		return wire.HelloBody{}, &refusedError{&codes.Error{Code: r.Code, Rank: rank, Msg: fmt.Sprintf("refused by rank %d: %s", rank, reasonText(r))}}
 	}
 	hello, err := wire.DecodeHello(p)
-	if err == nil && (hello.SilenceMS < MinSilenceMS || hello.SilenceMS > MaxSilenceMS) {
-		err = codes.New(codes.HelloMalformed, "hello of rank %d says a silence limit of %d ms, want %d to %d", rank, hello.SilenceMS, MinSilenceMS, MaxSilenceMS)
+	if err == nil && (hello.SilenceMS < job.MinSilenceMS || hello.SilenceMS > job.MaxSilenceMS) {
+		err = codes.New(codes.HelloMalformed, "hello of rank %d says a silence limit of %d ms, want %d to %d", rank, hello.SilenceMS, job.MinSilenceMS, job.MaxSilenceMS)
 	}
 	return hello, err
 }
@@ -580,7 +581,7 @@ func (s *joinState) dial(ctx context.Context, r int) (joined, error) {
 				return joined{}, ref
 			}
 			return joined{}, &codes.Error{Code: codes.Unreachable, Op: "join", Rank: r, Err: lastErr,
-				Msg: fmt.Sprintf("rank %d at %s not reachable within the join window (%v): %v", r, addr, s.j.joinWindow(), lastErr)}
+				Msg: fmt.Sprintf("rank %d at %s not reachable within the join window (%v): %v", r, addr, s.j.JoinWindow(), lastErr)}
 		case <-time.After(DialRetry):
 		}
 	}
@@ -651,7 +652,7 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 	}
 	if _, err := pki.VerifyToken(hello.Token, s.c.jobPub, pki.Expect{
 		Job: s.j.ID, Rank: r, Size: s.j.Slots(), Incarnation: s.j.Incarnation,
-		Host: s.j.Hosts[r].Host, Now: s.j.now(),
+		Host: s.j.Hosts[r].Host, Now: s.j.Clock(),
 	}); err != nil {
 		s.refuseConn(tc, br, r, err)
 		return joined{}, err, false

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/job"
 	"sperli/wire"
 )
 
@@ -56,7 +57,7 @@ func newLinks(j *Job) *links {
 		resched: make(chan struct{}, 1),
 		byes:    make(chan struct{}, 1),
 	}
-	l.silenceMS.Store(int64(j.silence() / time.Millisecond))
+	l.silenceMS.Store(int64(j.Silence() / time.Millisecond))
 	return l
 }
 
@@ -81,8 +82,8 @@ func (l *links) arrive(p *peer, h wire.Header, payload []byte) error {
 		return p.addCredit(binary.BigEndian.Uint64(payload))
 	case wire.Silence:
 		ms := binary.BigEndian.Uint32(payload)
-		if ms < MinSilenceMS || ms > MaxSilenceMS {
-			return codes.New(codes.FrameMalformed, "rank %d announced a silence limit of %d ms, want %d to %d", p.rank, ms, MinSilenceMS, MaxSilenceMS)
+		if ms < job.MinSilenceMS || ms > job.MaxSilenceMS {
+			return codes.New(codes.FrameMalformed, "rank %d announced a silence limit of %d ms, want %d to %d", p.rank, ms, job.MinSilenceMS, job.MaxSilenceMS)
 		}
 		p.silenceMS.Store(int64(ms))
 		p.control(wire.Heartbeat, nil)

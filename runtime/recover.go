@@ -635,7 +635,7 @@ func (r *recovery) end(err error) {
 	r.mu.Unlock()
 	c := r.l.cur.Load()
 	e := codes.As(err)
-	reason := wire.Reason{Code: codes.JobEnded, Cause: codes.CauseFailed, Rank: int32(c.origin()), Msg: oneLine(err.Error())}
+	reason := wire.Reason{Code: codes.JobEnded, Cause: codes.CauseFailed, Rank: int32(c.origin()), Msg: codes.OneLine(err.Error())}
 	switch {
 	case e != nil && e.Cause != nil:
 		reason.Code, reason.Cause = e.Cause.Code, e.Cause.Kind

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"sperli/codes"
-	"sperli/launch"
+	"sperli/job"
 	"sperli/pki"
 	"sperli/runtime"
 	"sperli/wire"
@@ -37,7 +37,7 @@ func resign(t *testing.T, j *runtime.Job, key *pki.PrivateKey, edit func(*pki.To
 // 1 with the code of SPEC §4.3, its Init returns that code, and the right
 // rank 0 is let in afterwards.
 func TestDialerRefused(t *testing.T) {
-	other, err := launch.NewIdentity()
+	other, err := job.NewIdentity()
 	if err != nil {
 		t.Fatal(err)
 	}

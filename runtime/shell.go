@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 
+	"sperli/job"
 	"sperli/record"
 )
 
@@ -36,13 +37,13 @@ func WriteStatus(w io.Writer, err error) {
 
 // launched reports whether a launcher reads this rank's status record:
 // the job description says so, or, when there is none (it could not be
-// read), the launcher's environment variable does. A rank started by
+// read), the launcher's environment variable does (job.Env.Launched). A rank started by
 // hand never prints the record on its terminal.
 func launched(c *Comm) bool {
 	if c != nil {
 		return c.job.Launched
 	}
-	return os.Getenv(record.LaunchedEnv) == "1"
+	return job.ReadEnv().Launched
 }
 
 // Exit ends a rank program: with err nil it finishes c; otherwise it ends

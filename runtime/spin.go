@@ -33,7 +33,7 @@ const maxSpin = time.Second
 // spinLimit is the spin limit of rank j's reads (SPERLI_SPIN_US, then
 // the oversubscription rule).
 func spinLimit(j *Job) (time.Duration, error) {
-	if v, ok := os.LookupEnv("SPERLI_SPIN_US"); ok && v != "" {
+	if v := j.Environment().SpinUS; v != "" {
 		us, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || us < 0 || time.Duration(us)*time.Microsecond > maxSpin {
 			return 0, codes.New(codes.OutOfRange, "SPERLI_SPIN_US=%q: want whole microseconds from 0 to %d", v, maxSpin/time.Microsecond)
@@ -51,7 +51,7 @@ func spinLimit(j *Job) (time.Duration, error) {
 		// The launcher says so for its own machine; on another host the
 		// first rank there says it, once (SPEC §2: a note, not an error).
 		if j.Launched && first == j.Rank && !hosts.IsLocal(j.Hosts[j.Rank].Host) {
-			j.logf("note: %d ranks on host %s, which has %d processors: they share them, and do not spin while they wait", local, j.Hosts[j.Rank].Host, cpus)
+			j.Log("note: %d ranks on host %s, which has %d processors: they share them, and do not spin while they wait", local, j.Hosts[j.Rank].Host, cpus)
 		}
 		return 0, nil
 	}

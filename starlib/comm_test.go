@@ -11,15 +11,15 @@ import (
 	"time"
 
 	"sperli/codes"
-	"sperli/launch"
+	"sperli/job"
 	"sperli/runtime"
 	"sperli/starlib"
 )
 
-// job joins n ranks in this process over loopback with real certificates.
-func job(t *testing.T, ctx context.Context, n int) []*runtime.Comm {
+// startJob joins n ranks in this process over loopback with real certificates.
+func startJob(t *testing.T, ctx context.Context, n int) []*runtime.Comm {
 	t.Helper()
-	id, err := launch.NewIdentity()
+	id, err := job.NewIdentity()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func job(t *testing.T, ctx context.Context, n int) []*runtime.Comm {
 		lns[r] = ln
 		table[r] = runtime.Host{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port}
 	}
-	spec := launch.Spec{Size: n, Hosts: table, Expires: time.Now().Add(time.Hour)}
+	spec := job.Spec{Size: n, Hosts: table, Expires: time.Now().Add(time.Hour)}
 	comms := make([]*runtime.Comm, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -64,7 +64,7 @@ func job(t *testing.T, ctx context.Context, n int) []*runtime.Comm {
 func runJob(t *testing.T, file string, n int) ([]error, []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	comms := job(t, ctx, n)
+	comms := startJob(t, ctx, n)
 	errs := make([]error, n)
 	outs := make([]bytes.Buffer, n)
 	var wg sync.WaitGroup
@@ -132,7 +132,7 @@ func TestProgramErrorEndsJob(t *testing.T) {
 	writeFile(t, file, "def main():\n    if comm.rank == 1:\n        x = 1 // 0\n    comm.barrier()\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	comms := job(t, ctx, 3)
+	comms := startJob(t, ctx, 3)
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	for r := range comms {

@@ -18,7 +18,7 @@ func runJobArgs(t *testing.T, file string, n int, args ...string) ([]error, time
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	comms := job(t, ctx, n)
+	comms := startJob(t, ctx, n)
 	errs := make([]error, n)
 	start := time.Now()
 	var wg sync.WaitGroup

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sperli/job"
 	"sperli/launch"
 	"sperli/runtime"
 	"sperli/starlib"
@@ -179,7 +180,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.StringVar(&o.HostsFile, "hosts", "", "host list: one host a line, optionally a port and slots=N (or HOST:N)")
 	f.StringVar(&o.MapBy, "map-by", "slot", "slot: fill a host line's slots before the next line; node: deal ranks round-robin over the lines")
 	f.StringVar(&o.DenyFile, "deny-hosts", "", "more refused host names, one a line")
-	f.IntVar(&o.SilenceMS, "silence", runtime.DefaultSilenceMS, "silence limit in ms before a peer is declared lost")
+	f.IntVar(&o.SilenceMS, "silence", job.DefaultSilenceMS, "silence limit in ms before a peer is declared lost")
 	f.StringVar(&o.Modules, "modules", "", "load path for Starlark modules, directories separated by ':'")
 	f.StringVar(&o.Wdir, "wdir", "", "the ranks' working directory (default: this one)")
 	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "checkpoint directory; turns on restarts")
@@ -269,7 +270,7 @@ func newRank() *cobra.Command {
 }
 
 func runRank(prog string, args, modules []string) int {
-	job, err := runtime.ReadJob(os.Stdin)
+	job, err := job.Read(os.Stdin)
 	if err != nil {
 		return runtime.Exit(nil, err)
 	}
@@ -371,5 +372,5 @@ func versionLine() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		gov = bi.GoVersion
 	}
-	return fmt.Sprintf("sperli %s (protocol %d, job description %d, %s)", Version, wire.Version, runtime.JobVersion, gov)
+	return fmt.Sprintf("sperli %s (protocol %d, job description %d, %s)", Version, wire.Version, job.Version, gov)
 }

@@ -66,6 +66,7 @@ import (
 	"unsafe"
 
 	"sperli/codes"
+	"sperli/job"
 	"sperli/record"
 	"sperli/runtime"
 )
@@ -291,7 +292,7 @@ func settle(err error) error {
 		broken("the runtime returned an error without a code: " + err.Error())
 	}
 	c := sess.c
-	wait := time.Duration(runtime.DefaultSilenceMS+1000) * time.Millisecond
+	wait := time.Duration(job.DefaultSilenceMS+1000) * time.Millisecond
 	if ms := c.Job().SilenceMS; ms > 0 {
 		wait = time.Duration(ms+1000) * time.Millisecond
 	}
@@ -357,27 +358,27 @@ func (s *session) keep(b []byte, err error, outlen *C.size_t) C.int {
 	return rc
 }
 
-func info(c *runtime.Comm, rank, size *C.int, inc *C.uint32_t, job *C.char) {
+func info(c *runtime.Comm, rank, size *C.int, inc *C.uint32_t, jobID *C.char) {
 	*rank = C.int(c.Rank())
 	*size = C.int(c.Size())
 	*inc = C.uint32_t(c.Incarnation())
 	id := c.JobID()
-	dst := unsafe.Slice((*byte)(unsafe.Pointer(job)), 33)
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(jobID)), 33)
 	n := copy(dst[:32], id)
 	dst[n] = 0
 }
 
 //export sperligo_init
-func sperligo_init(line *C.char, n C.size_t, fromStdin C.int, rank, size *C.int, inc *C.uint32_t, job *C.char, d *C.sperligo_done) {
+func sperligo_init(line *C.char, n C.size_t, fromStdin C.int, rank, size *C.int, inc *C.uint32_t, jobID *C.char, d *C.sperligo_done) {
 	defer guard()
 	var b []byte
 	if fromStdin == 0 {
 		b = C.GoBytes(unsafe.Pointer(line), C.int(n))
 	}
-	async(d, func() C.int { return initJob(b, fromStdin != 0, rank, size, inc, job) })
+	async(d, func() C.int { return initJob(b, fromStdin != 0, rank, size, inc, jobID) })
 }
 
-func initJob(line []byte, fromStdin bool, rank, size *C.int, inc *C.uint32_t, job *C.char) C.int {
+func initJob(line []byte, fromStdin bool, rank, size *C.int, inc *C.uint32_t, jobID *C.char) C.int {
 	if sess != nil {
 		broken("init with a session open reached the Go layer")
 	}
@@ -392,7 +393,7 @@ func initJob(line []byte, fromStdin bool, rank, size *C.int, inc *C.uint32_t, jo
 		}
 		j, err = runtime.ReadJob(os.Stdin)
 	} else {
-		j, err = runtime.ParseJob(line)
+		j, err = job.Parse(line)
 		if err == nil && j.Launched {
 			// The rest of standard input is the launcher's control channel
 			// (SPEC §3): the program read the first line itself.
@@ -446,7 +447,7 @@ func initJob(line []byte, fromStdin bool, rank, size *C.int, inc *C.uint32_t, jo
 		c = nc
 	}
 	setSession(&session{c: c, comms: []*runtime.Comm{c}})
-	info(c, rank, size, inc, job)
+	info(c, rank, size, inc, jobID)
 	return 0
 }
 

@@ -28,7 +28,7 @@ import (
 	"testing"
 	"time"
 
-	"sperli/launch"
+	"sperli/job"
 	sperlirt "sperli/runtime"
 )
 
@@ -58,7 +58,7 @@ func median(v []float64) float64 {
 // runPair runs one job of two ranks and returns rank 0's figures.
 func runPair(t *testing.T, p pair, pings, msgs int) (rtt, rate float64) {
 	t.Helper()
-	id, err := launch.NewIdentity()
+	id, err := job.NewIdentity()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func runPair(t *testing.T, p pair, pings, msgs int) (rtt, rate float64) {
 		}
 		table[r] = sperlirt.Host{Host: "127.0.0.1", Port: lns[r].Addr().(*net.TCPAddr).Port}
 	}
-	spec := launch.Spec{Size: 2, Hosts: table, Expires: time.Now().Add(time.Hour)}
+	spec := job.Spec{Size: 2, Hosts: table, Expires: time.Now().Add(time.Hour)}
 	var cmds [2]*exec.Cmd
 	var outs [2]*bytes.Buffer
 	for r := range cmds {

@@ -27,32 +27,32 @@ import (
 	"time"
 
 	"sperli/codes"
-	"sperli/launch"
+	"sperli/job"
 	"sperli/pki"
 	"sperli/runtime"
 	"sperli/tests/internal/testbin"
 	"sperli/wire"
 )
 
-// job is a job of two (or n) ranks on 127.0.0.1 with listeners from the
+// testJob is a job of two (or n) ranks on 127.0.0.1 with listeners from the
 // kernel.
-type job struct {
+type testJob struct {
 	t    *testing.T
-	id   *launch.Identity
-	spec launch.Spec
+	id   *job.Identity
+	spec job.Spec
 	lns  []*net.TCPListener
 	logs *logBook
 }
 
-func newJob(t *testing.T) *job { return newJobN(t, 2) }
+func newJob(t *testing.T) *testJob { return newJobN(t, 2) }
 
-func newJobN(t *testing.T, n int) *job {
+func newJobN(t *testing.T, n int) *testJob {
 	t.Helper()
-	id, err := launch.NewIdentity()
+	id, err := job.NewIdentity()
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := &job{t: t, id: id, logs: &logBook{}, lns: make([]*net.TCPListener, n)}
+	j := &testJob{t: t, id: id, logs: &logBook{}, lns: make([]*net.TCPListener, n)}
 	table := make([]runtime.Host, n)
 	for r := range j.lns {
 		ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -63,12 +63,12 @@ func newJobN(t *testing.T, n int) *job {
 		j.lns[r] = ln
 		table[r] = runtime.Host{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port}
 	}
-	j.spec = launch.Spec{Size: n, Hosts: table, JoinMS: 20000, Expires: time.Now().Add(10 * time.Minute)}
+	j.spec = job.Spec{Size: n, Hosts: table, JoinMS: 20000, Expires: time.Now().Add(10 * time.Minute)}
 	return j
 }
 
 // describe returns rank's description (not yet bound to a listener).
-func (j *job) describe(rank int) *runtime.Job {
+func (j *testJob) describe(rank int) *runtime.Job {
 	j.t.Helper()
 	d, err := j.id.Describe(j.spec, rank)
 	if err != nil {
@@ -80,7 +80,7 @@ func (j *job) describe(rank int) *runtime.Job {
 
 // goRank is rank's description for runtime.Init in this process, on its
 // listener (or on a spare one).
-func (j *job) goRank(rank int, spare bool) *runtime.Job {
+func (j *testJob) goRank(rank int, spare bool) *runtime.Job {
 	d := j.describe(rank)
 	d.Listener = j.lns[rank]
 	if spare {
@@ -232,12 +232,12 @@ func resign(t *testing.T, d *runtime.Job, key *pki.PrivateKey, edit func(*pki.To
 // tamperings make a description wrong in one way, with the code the
 // receiver refuses it with.
 func tamperings(t *testing.T) []tampering {
-	other, err := launch.NewIdentity()
+	other, err := job.NewIdentity()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return []tampering{
-		{"certificate of another CA", codes.CertRefused, func(t *testing.T, j *job, d *runtime.Job) {
+		{"certificate of another CA", codes.CertRefused, func(t *testing.T, j *testJob, d *runtime.Job) {
 			ca, err := pki.NewCA(j.id.ID, pki.Config{}) // the same job, another CA
 			if err != nil {
 				t.Fatal(err)
@@ -248,13 +248,13 @@ func tamperings(t *testing.T) []tampering {
 			}
 			d.Cert, d.Key = der, key.Seed()
 		}},
-		{"expired token", codes.TokenExpired, func(t *testing.T, j *job, d *runtime.Job) {
+		{"expired token", codes.TokenExpired, func(t *testing.T, j *testJob, d *runtime.Job) {
 			resign(t, d, j.id.JobPriv, func(tk *pki.Token) { tk.Expires = time.Now().Add(-time.Second) })
 		}},
-		{"token of another job", codes.TokenJob, func(t *testing.T, j *job, d *runtime.Job) {
+		{"token of another job", codes.TokenJob, func(t *testing.T, j *testJob, d *runtime.Job) {
 			resign(t, d, j.id.JobPriv, func(tk *pki.Token) { tk.Job = other.ID })
 		}},
-		{"token of another rank", codes.TokenRank, func(t *testing.T, j *job, d *runtime.Job) {
+		{"token of another rank", codes.TokenRank, func(t *testing.T, j *testJob, d *runtime.Job) {
 			resign(t, d, j.id.JobPriv, func(tk *pki.Token) { tk.Rank = 1 - tk.Rank })
 		}},
 	}
@@ -263,12 +263,12 @@ func tamperings(t *testing.T) []tampering {
 type tampering struct {
 	name   string
 	want   codes.Code
-	tamper func(t *testing.T, j *job, d *runtime.Job)
+	tamper func(t *testing.T, j *testJob, d *runtime.Job)
 }
 
 // rawDial is a TLS client with rank 0's certificate (or none) to rank 1's
 // listener, speaking frames by hand.
-func rawDial(t *testing.T, j *job, withCert bool) (*tls.Conn, error) {
+func rawDial(t *testing.T, j *testJob, withCert bool) (*tls.Conn, error) {
 	t.Helper()
 	d := j.describe(0)
 	pool, _, err := pki.Pool(d.CA)
@@ -351,11 +351,11 @@ func TestCListenerRefuses(t *testing.T) {
 	type wrong struct {
 		name string
 		want codes.Code
-		come func(t *testing.T, ctx context.Context, j *job)
+		come func(t *testing.T, ctx context.Context, j *testJob)
 	}
 	var cases []wrong
 	for _, tm := range tamperings(t) {
-		cases = append(cases, wrong{tm.name, tm.want, func(t *testing.T, ctx context.Context, j *job) {
+		cases = append(cases, wrong{tm.name, tm.want, func(t *testing.T, ctx context.Context, j *testJob) {
 			bad := j.goRank(0, true)
 			tm.tamper(t, j, bad)
 			c, err := runtime.Init(ctx, bad)
@@ -369,7 +369,7 @@ func TestCListenerRefuses(t *testing.T) {
 		}})
 	}
 	cases = append(cases,
-		wrong{"no certificate", codes.CertRefused, func(t *testing.T, ctx context.Context, j *job) {
+		wrong{"no certificate", codes.CertRefused, func(t *testing.T, ctx context.Context, j *testJob) {
 			conn, err := rawDial(t, j, false)
 			if err == nil {
 				_, err = conn.Read(make([]byte, 1)) // TLS 1.3: the refusal comes on the first read
@@ -379,7 +379,7 @@ func TestCListenerRefuses(t *testing.T) {
 				t.Fatalf("a client without certificate got %v, want a TLS alert", err)
 			}
 		}},
-		wrong{"oversized frame", codes.FrameTooLarge, func(t *testing.T, ctx context.Context, j *job) {
+		wrong{"oversized frame", codes.FrameTooLarge, func(t *testing.T, ctx context.Context, j *testJob) {
 			conn, err := rawDial(t, j, true)
 			if err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package runtime
+package job
 
 import (
 	"bytes"
@@ -35,13 +35,13 @@ func readLine(r io.Reader) ([]byte, error) {
 			buf = append(buf, 0)[:len(buf)]
 		}
 		// Never more than the limit allows: the line and its "\n".
-		n, err := src.next(buf[len(buf):min(cap(buf), MaxJobLine+1)])
+		n, err := src.next(buf[len(buf):min(cap(buf), MaxLine+1)])
 		if i := bytes.IndexByte(buf[len(buf):len(buf)+n], '\n'); i >= 0 {
 			return buf[:len(buf)+i], nil
 		}
 		buf = buf[:len(buf)+n]
-		if len(buf) > MaxJobLine {
-			return nil, codes.New(codes.JobMalformed, "job description is longer than %d bytes", MaxJobLine)
+		if len(buf) > MaxLine {
+			return nil, codes.New(codes.JobMalformed, "job description is longer than %d bytes", MaxLine)
 		}
 		if err == io.EOF {
 			if len(buf) == 0 {

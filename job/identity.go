@@ -1,4 +1,4 @@
-package launch
+package job
 
 import (
 	"crypto/rand"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"sperli/pki"
-	"sperli/runtime"
 )
 
 // Identity is what stays the same across the restarts of one job: its id,
@@ -18,8 +17,8 @@ type Identity struct {
 	CA      *pki.CA
 	JobPub  *pki.PublicKey
 	JobPriv *pki.PrivateKey
-	// fixed, for a job directory (LoadJobDir), is every rank's
-	// certificate and key: there is no CA key to issue new ones.
+	// fixed, for a job made before (Resume), is every rank's certificate
+	// and key: there is no CA key to issue new ones.
 	fixed []fixedCert
 }
 
@@ -46,7 +45,7 @@ type Spec struct {
 	Size          int
 	Spares        int // spare slots after the ranks (SPEC §10)
 	Incarnation   uint32
-	Hosts         []runtime.Host // one per slot
+	Hosts         []Host // one per slot
 	SilenceMS     int
 	JoinMS        int
 	Launched      bool
@@ -58,7 +57,7 @@ type Spec struct {
 
 // Describe makes rank's job description: a certificate for its host, a
 // token, and the job secret for rank 0.
-func (id *Identity) Describe(s Spec, rank int) (*runtime.Job, error) {
+func (id *Identity) Describe(s Spec, rank int) (*Job, error) {
 	host := s.Hosts[rank].Host
 	var certDER, seed []byte
 	if id.fixed != nil {
@@ -74,16 +73,16 @@ func (id *Identity) Describe(s Spec, rank int) (*runtime.Job, error) {
 		}
 		certDER, seed = der, key.Seed()
 	}
-	tok, err := pki.Token{Job: id.ID, Rank: rank, Size: s.Size + s.Spares, Incarnation: s.Incarnation, Host: host, Expires: s.Expires}.Sign(id.JobPriv)
-	if err != nil {
-		return nil, fmt.Errorf("signing the token of rank %d: %w", rank, err)
-	}
-	pubBytes, err := id.JobPub.MarshalBinary()
+	tok, err := id.token(rank, s.Size+s.Spares, s.Incarnation, host, s.Expires)
 	if err != nil {
 		return nil, err
 	}
-	j := &runtime.Job{
-		Version:       runtime.JobVersion,
+	pubBytes, secret, err := id.keys()
+	if err != nil {
+		return nil, err
+	}
+	j := &Job{
+		Version:       Version,
 		ID:            id.ID,
 		Rank:          rank,
 		Size:          s.Size,
@@ -104,9 +103,59 @@ func (id *Identity) Describe(s Spec, rank int) (*runtime.Job, error) {
 	}
 	if rank == 0 || rank >= s.Size {
 		// Every spare may become rank 0, the COMMIT signer (SPEC §10.2).
-		if j.JobSecret, err = id.JobPriv.MarshalBinary(); err != nil {
-			return nil, err
-		}
+		j.JobSecret = secret
 	}
 	return j, nil
+}
+
+// token signs the join token of slot rank of a job of slots slots.
+func (id *Identity) token(rank, slots int, inc uint32, host string, expires time.Time) ([]byte, error) {
+	tok, err := pki.Token{Job: id.ID, Rank: rank, Size: slots, Incarnation: inc, Host: host, Expires: expires}.Sign(id.JobPriv)
+	if err != nil {
+		return nil, fmt.Errorf("signing the token of slot %d: %w", rank, err)
+	}
+	return tok, nil
+}
+
+// keys returns the job key's public half and its secret half, encoded.
+func (id *Identity) keys() (pub, secret []byte, err error) {
+	if pub, err = id.JobPub.MarshalBinary(); err != nil {
+		return nil, nil, err
+	}
+	if secret, err = id.JobPriv.MarshalBinary(); err != nil {
+		return nil, nil, err
+	}
+	return pub, secret, nil
+}
+
+// fixedCert is a rank's certificate and key taken from a job made before:
+// there is no CA key to issue new ones.
+type fixedCert struct {
+	host string
+	cert []byte
+	key  []byte
+}
+
+// Resume is the identity of a job made before, from the description of
+// its rank 0 (it holds the job secret), for size ranks whose certificates
+// Fix gives: the job keeps its id, CA, job key and certificates, so it
+// resumes its checkpoints; tokens are signed anew.
+func Resume(j0 *Job, size int) (*Identity, error) {
+	if len(j0.JobSecret) == 0 {
+		return nil, fmt.Errorf("rank 0's description holds no job secret")
+	}
+	priv, err := pki.UnmarshalPrivateKey(j0.JobSecret)
+	if err != nil {
+		return nil, fmt.Errorf("the job secret: %w", err)
+	}
+	pub, err := pki.UnmarshalPublicKey(j0.JobKey)
+	if err != nil {
+		return nil, fmt.Errorf("the job key: %w", err)
+	}
+	return &Identity{ID: j0.ID, CA: &pki.CA{CertDER: j0.CA}, JobPub: pub, JobPriv: priv, fixed: make([]fixedCert, size)}, nil
+}
+
+// Fix sets rank's certificate and key, of host, in an identity of Resume.
+func (id *Identity) Fix(rank int, host string, cert, key []byte) {
+	id.fixed[rank] = fixedCert{host: host, cert: cert, key: key}
 }

@@ -1,4 +1,4 @@
-package runtime_test
+package job_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"sperli/codes"
-	"sperli/runtime"
+	"sperli/job"
 )
 
 // TestReadJobStopsAtLineEnd: ReadJob of a file takes the description line
@@ -93,7 +93,7 @@ func TestReadJobStopsAtLineEnd(t *testing.T) {
 			t.Run(kind.name+"/"+tc.name, func(t *testing.T) {
 				f := kind.open(t, tc.chunks)
 				defer f.Close()
-				j, err := runtime.ReadJob(f)
+				j, err := job.Read(f)
 				if err != nil {
 					t.Fatalf("ReadJob = %v", err)
 				}
@@ -111,16 +111,16 @@ func TestReadJobStopsAtLineEnd(t *testing.T) {
 		}
 	}
 	// Too long and empty, through a pipe.
-	over := append(bytes.Repeat([]byte("x"), runtime.MaxJobLine+1), '\n')
+	over := append(bytes.Repeat([]byte("x"), job.MaxLine+1), '\n')
 	f := pipe(t, [][]byte{over})
-	_, err := runtime.ReadJob(f)
+	_, err := job.Read(f)
 	f.Close()
 	wantCode(t, "ReadJob(over the limit, a pipe)", err, codes.JobMalformed)
 	if err != nil && !strings.Contains(err.Error(), "longer than") {
 		t.Errorf("ReadJob(over the limit) = %v, want it to say the description is too long", err)
 	}
 	f = pipe(t, nil)
-	_, err = runtime.ReadJob(f)
+	_, err = job.Read(f)
 	f.Close()
 	wantCode(t, "ReadJob(empty pipe)", err, codes.JobMalformed)
 }
@@ -128,7 +128,7 @@ func TestReadJobStopsAtLineEnd(t *testing.T) {
 // BenchmarkReadJobPipe: reading a description of a job of 32 ranks from a
 // pipe, as a launched rank does ("bytes": a byte per read system call).
 func BenchmarkReadJobPipe(b *testing.B) {
-	f := newFixtureB(b, 32)
+	f := newJobs(b, 32)
 	line := append(f.job(5).Encode(), '\n')
 	for _, tc := range []struct {
 		name string
@@ -145,7 +145,7 @@ func BenchmarkReadJobPipe(b *testing.B) {
 					b.Fatal(err)
 				}
 				w.Write(line)
-				if _, err := runtime.ReadJob(tc.wrap(r)); err != nil {
+				if _, err := job.Read(tc.wrap(r)); err != nil {
 					b.Fatal(err)
 				}
 				r.Close()

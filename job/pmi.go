@@ -1,4 +1,4 @@
-package runtime
+package job
 
 // The PMI-1 bootstrap of SPEC §17: a rank started by `srun --mpi=pmi2`
 // with no job description on standard input makes its description with
@@ -30,7 +30,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +41,6 @@ import (
 	"time"
 
 	"sperli/codes"
-	"sperli/pki"
 )
 
 // Limits of the PMI exchange.
@@ -74,8 +72,8 @@ func pmiErr(format string, args ...any) error {
 // is waiting or comes within a second (a launcher writes the description
 // at once). srun gives every task but the first /dev/null, and the first
 // srun's own standard input.
-func PMIWanted(stdin *os.File) bool {
-	if os.Getenv("PMI_FD") == "" || stdin == nil {
+func PMIWanted(stdin *os.File, env Env) bool {
+	if env.PMI.FD == "" || stdin == nil {
 		return false
 	}
 	fi, err := stdin.Stat()
@@ -119,8 +117,7 @@ type pmiRefusal struct {
 	Msg  string `json:"msg"`
 }
 
-// PMIEnv is what FromPMI reads from the environment; FromPMI fills it from
-// os.Getenv, tests give their own.
+// PMIEnv is what FromPMI reads from the environment (Env.PMI).
 type PMIEnv struct {
 	FD        string // PMI_FD
 	Rank      string // PMI_RANK (else SLURM_PROCID)
@@ -128,23 +125,6 @@ type PMIEnv struct {
 	ResvPorts string // SLURM_STEP_RESV_PORTS
 	LocalID   string // SLURM_LOCALID
 	LaunchIP  string // SLURM_LAUNCH_NODE_IPADDR
-	Refused   string // SPERLI_REFUSED_HOSTS
-}
-
-func pmiEnvOf(get func(string) string) PMIEnv {
-	first := func(keys ...string) string {
-		for _, k := range keys {
-			if v := get(k); v != "" {
-				return v
-			}
-		}
-		return ""
-	}
-	return PMIEnv{
-		FD: get("PMI_FD"), Rank: first("PMI_RANK", "SLURM_PROCID"), Size: first("PMI_SIZE", "SLURM_NTASKS"),
-		ResvPorts: get("SLURM_STEP_RESV_PORTS"), LocalID: get("SLURM_LOCALID"),
-		LaunchIP: get("SLURM_LAUNCH_NODE_IPADDR"), Refused: get("SPERLI_REFUSED_HOSTS"),
-	}
 }
 
 // FromPMI makes this process's job description through PMI-1 (SPEC §17),
@@ -155,11 +135,8 @@ func pmiEnvOf(get func(string) string) PMIEnv {
 // manager answers anything but the protocol, it is H1615 naming what was
 // wrong; a host table with a refused host (SPEC §4.4) is H1614 on every
 // slot.
-func FromPMI(ctx context.Context) (*Job, error) {
-	return fromPMI(ctx, pmiEnvOf(os.Getenv))
-}
-
-func fromPMI(ctx context.Context, env PMIEnv) (*Job, error) {
+func FromPMI(ctx context.Context, e Env) (*Job, error) {
+	env := e.PMI
 	if env.FD == "" {
 		return nil, pmiErr("PMI_FD is not set: start the ranks with srun --mpi=pmi2, or give each a job description on standard input (sperli job make)")
 	}
@@ -189,7 +166,7 @@ func fromPMI(ctx context.Context, env PMIEnv) (*Job, error) {
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	j, err := p.bootstrap(rank, size, env)
+	j, err := p.bootstrap(rank, size, e)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +174,8 @@ func fromPMI(ctx context.Context, env PMIEnv) (*Job, error) {
 }
 
 // bootstrap is FromPMI after the environment was read.
-func (p *pmiClient) bootstrap(rank, size int, env PMIEnv) (_ *Job, err error) {
+func (p *pmiClient) bootstrap(rank, size int, e Env) (_ *Job, err error) {
+	env := e.PMI
 	if err := p.init(); err != nil {
 		return nil, err
 	}
@@ -239,7 +217,7 @@ func (p *pmiClient) bootstrap(rank, size int, env PMIEnv) (_ *Job, err error) {
 	}
 	var jobSecret []byte
 	if rank == 0 {
-		if jobSecret, err = p.certifyAll(size, env.Refused); err != nil {
+		if jobSecret, err = p.certifyAll(size, e.Refused); err != nil {
 			return nil, err
 		}
 	}
@@ -254,7 +232,7 @@ func (p *pmiClient) bootstrap(rank, size int, env PMIEnv) (_ *Job, err error) {
 		if !ok {
 			c = codes.JobMalformed
 		}
-		return nil, codes.New(c, "%s (from slot 0)", oneLine(truncateMsg(refusal.Msg)))
+		return nil, codes.New(c, "%s (from slot 0)", codes.OneLine(truncateMsg(refusal.Msg)))
 	}
 	var pj pmiJob
 	if _, err := p.getRecord(pmiKeyJob, &pj, true); err != nil {
@@ -278,8 +256,8 @@ func (p *pmiClient) bootstrap(rank, size int, env PMIEnv) (_ *Job, err error) {
 		return nil, pmiErr("the certificate slot 0 made for slot %d is not for this slot's key", rank)
 	}
 	j := &Job{
-		Version: JobVersion, ID: pj.ID, Rank: rank, Size: size, Hosts: pj.Hosts,
-		CA: pj.CA, Cert: pc.Cert, Key: priv.Seed(), JobKey: pj.JobKey, JobSecret: jobSecret, Token: pc.Token,
+		Version: Version, ID: pj.ID, Rank: rank, Size: size, Hosts: pj.Hosts,
+		CA: pj.CA, Cert: pc.Cert, Key: priv.Seed(), JobKey: pj.JobKey, JobSecret: jobSecret, Token: pc.Token, Env: &e,
 	}
 	if err := j.Validate(); err != nil {
 		return nil, err
@@ -334,24 +312,11 @@ func (p *pmiClient) certifyAll(size int, refusedEnv string) ([]byte, error) {
 	if err := checkHostTable(hosts, refusedEnv); err != nil {
 		return refuse(err)
 	}
-	var idb [16]byte
-	if _, err := rand.Read(idb[:]); err != nil {
-		return refuse(pmiErr("making the job id: %v", err))
-	}
-	id := hex.EncodeToString(idb[:])
-	ca, err := pki.NewCA(id, pki.Config{})
+	ident, err := NewIdentity()
 	if err != nil {
-		return refuse(pmiErr("making the job CA: %v", err))
+		return refuse(pmiErr("%v", err))
 	}
-	jobPub, jobPriv, err := pki.GenerateJobKey(nil)
-	if err != nil {
-		return refuse(pmiErr("making the job key: %v", err))
-	}
-	pubBytes, err := jobPub.MarshalBinary()
-	if err != nil {
-		return refuse(err)
-	}
-	secret, err := jobPriv.MarshalBinary()
+	pubBytes, secret, err := ident.keys()
 	if err != nil {
 		return refuse(err)
 	}
@@ -361,17 +326,17 @@ func (p *pmiClient) certifyAll(size int, refusedEnv string) ([]byte, error) {
 	certEnd := now.Add(7 * 24 * time.Hour)
 	certs := make([]pmiCert, size)
 	for r, s := range slots {
-		der, err := ca.Certify(id, r, s.Host, ed25519.PublicKey(s.Pub), certEnd)
+		der, err := ident.CA.Certify(ident.ID, r, s.Host, ed25519.PublicKey(s.Pub), certEnd)
 		if err != nil {
 			return refuse(err)
 		}
-		tok, err := pki.Token{Job: id, Rank: r, Size: size, Host: s.Host, Expires: tokenEnd}.Sign(jobPriv)
+		tok, err := ident.token(r, size, 0, s.Host, tokenEnd)
 		if err != nil {
-			return refuse(pmiErr("signing the token of slot %d: %v", r, err))
+			return refuse(pmiErr("%v", err))
 		}
 		certs[r] = pmiCert{Cert: der, Token: tok}
 	}
-	if err := p.putRecord(pmiKeyJob, pmiJob{ID: id, Size: size, Hosts: hosts, CA: ca.CertDER, JobKey: pubBytes}); err != nil {
+	if err := p.putRecord(pmiKeyJob, pmiJob{ID: ident.ID, Size: size, Hosts: hosts, CA: ident.CA.CertDER, JobKey: pubBytes}); err != nil {
 		return nil, err
 	}
 	for r := range certs {

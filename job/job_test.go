@@ -1,4 +1,4 @@
-package runtime_test
+package job_test
 
 import (
 	"bytes"
@@ -14,11 +14,11 @@ import (
 	"testing/iotest"
 
 	"sperli/codes"
-	"sperli/runtime"
+	"sperli/job"
 )
 
 func goodJobLine(t testing.TB) []byte {
-	f := newFixture(t.(*testing.T), 2)
+	f := newJobs(t, 2)
 	j := f.job(1)
 	return j.Encode()
 }
@@ -33,7 +33,7 @@ func TestReadJob(t *testing.T) {
 		"one byte": iotest.OneByteReader,
 		"halves":   iotest.HalfReader,
 	} {
-		j, err := runtime.ReadJob(wrap(bytes.NewReader(input)))
+		j, err := job.Read(wrap(bytes.NewReader(input)))
 		if err != nil {
 			t.Fatalf("%s: ReadJob = %v", name, err)
 		}
@@ -49,9 +49,9 @@ func TestReadJob(t *testing.T) {
 			t.Errorf("%s: Encode(ReadJob(line)) differs from line", name)
 		}
 	}
-	long := bytes.Repeat([]byte("x"), runtime.MaxJobLine+1)
+	long := bytes.Repeat([]byte("x"), job.MaxLine+1)
 	for name, in := range map[string][]byte{"no line end": long, "line end after the limit": append(long, '\n')} {
-		_, err := runtime.ReadJob(bytes.NewReader(in))
+		_, err := job.Read(bytes.NewReader(in))
 		wantCode(t, "ReadJob("+name+")", err, codes.JobMalformed)
 		if !strings.Contains(err.Error(), "longer than") {
 			t.Errorf("ReadJob(%s) = %v, want it to say the description is too long", name, err)
@@ -96,13 +96,13 @@ func TestMalformedJob(t *testing.T) {
 		{"wrong type", edit(func(m map[string]any) { m["size"] = "two" }), "size"},
 	}
 	for _, tc := range cases {
-		_, err := runtime.ParseJob([]byte(tc.line))
+		_, err := job.Parse([]byte(tc.line))
 		wantCode(t, "ParseJob("+tc.name+")", err, codes.JobMalformed)
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseJob(%s) = %q, want it to say %q", tc.name, err, tc.want)
 		}
 	}
-	_, err := runtime.ReadJob(strings.NewReader(""))
+	_, err := job.Read(strings.NewReader(""))
 	wantCode(t, "ReadJob(empty stdin)", err, codes.JobMalformed)
 }
 
@@ -114,11 +114,11 @@ func TestJobRefusedHost(t *testing.T) {
 	json.Unmarshal(good, &m)
 	m["hosts"].([]any)[0].(map[string]any)["host"] = "X.Host-A.Invalid."
 	b, _ := json.Marshal(m)
-	_, err := runtime.ParseJob(b)
+	_, err := job.Parse(b)
 	wantCode(t, "ParseJob(reserved host)", err, codes.HostRefused)
 
 	t.Setenv("SPERLI_REFUSED_HOSTS", "elsewhere, 127.0.0.1")
-	_, err = runtime.ParseJob(good)
+	_, err = job.Parse(good)
 	wantCode(t, "ParseJob(host in SPERLI_REFUSED_HOSTS)", err, codes.HostRefused)
 }
 
@@ -147,7 +147,7 @@ func TestJobSeeds(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if _, err := runtime.ParseJob([]byte(line)); err != nil {
+		if _, err := job.Parse([]byte(line)); err != nil {
 			t.Errorf("%s: ParseJob = %v, want a valid description", name, err)
 		}
 	}
@@ -156,7 +156,7 @@ func TestJobSeeds(t *testing.T) {
 func writeJobSeeds(t *testing.T, dir string) {
 	os.MkdirAll(dir, 0o755)
 	for i, n := range []int{2, 3} {
-		f := newFixture(t, n)
+		f := newJobs(t, n)
 		for r := 0; r < n; r++ {
 			line := f.job(r).Encode()
 			body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", line)
@@ -174,14 +174,14 @@ func FuzzParseJob(f *testing.F) {
 	// TestWriteJobSeeds with -write-seeds).
 	f.Add([]byte(`{"v":1}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
-		j, err := runtime.ParseJob(line)
+		j, err := job.Parse(line)
 		if err != nil {
 			if c := codes.Of(err); c != codes.JobMalformed && c != codes.HostRefused {
 				t.Fatalf("ParseJob error %v has code %v, want H1615 or H1614", err, c)
 			}
 			return
 		}
-		again, err := runtime.ParseJob(j.Encode())
+		again, err := job.Parse(j.Encode())
 		if err != nil {
 			t.Fatalf("ParseJob(Encode(j)) = %v", err)
 		}
