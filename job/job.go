@@ -71,6 +71,10 @@ type Job struct {
 	Control io.Reader `json:"-"`
 	// Listener, when set, is used instead of ListenFD or binding.
 	Listener net.Listener `json:"-"`
+	// Net, when set, is the network the rank listens in (when Listener
+	// is not set) and dials its peers through, instead of TCP: tests and
+	// simulations give an in-memory one (package memnet).
+	Net Network `json:"-"`
 	// Now is the clock for token expiry; nil means time.Now.
 	Now func() time.Time `json:"-"`
 	// Logf receives the rank's own log lines (refusals seen while joining);
@@ -86,6 +90,12 @@ type Job struct {
 	// (Read sets it); nil for a description built by hand, for which
 	// Validate reads the environment then (ReadEnv).
 	Env *Env `json:"-"`
+}
+
+// Network is a network a rank listens in and dials through (Job.Net).
+type Network interface {
+	Listen(addr string) (net.Listener, error)
+	DialContext(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // Read reads a job description, the first line of r, and checks it

@@ -65,11 +65,7 @@ func (cj *ckptJob) next() {
 	cj.t.Helper()
 	cj.spec.Incarnation++
 	for r := range cj.lns {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			cj.t.Fatal(err)
-		}
-		cj.t.Cleanup(func() { ln.Close() })
+		ln := cj.listen()
 		cj.lns[r] = ln
 		cj.spec.Hosts[r].Port = ln.Addr().(*net.TCPAddr).Port
 	}

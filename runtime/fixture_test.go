@@ -14,17 +14,22 @@ import (
 
 	"sperli/codes"
 	"sperli/job"
+	"sperli/memnet"
 	"sperli/runtime"
 )
 
-// fixture is a job of n ranks on loopback with real certificates: one
-// listener per rank from the kernel, descriptions made by the launcher's
-// own code.
+// fixture is a job of n ranks with real certificates, descriptions made
+// by the launcher's own code (package job), one listener per rank: on an
+// in-memory network of its own (newFixture: package memnet, TLS over it
+// as over TCP, no socket), or on loopback from the kernel (newFixtureTCP,
+// for the tests of the join's sockets: refusals, hardening, inherited
+// listeners, benchmarks).
 type fixture struct {
 	t    testing.TB
 	id   *job.Identity
 	spec job.Spec
 	lns  []net.Listener
+	net  *memnet.Network // nil on loopback
 	logs *logBook
 }
 
@@ -74,18 +79,29 @@ func (l *logBook) String() string {
 	return strings.Join(l.lines, "\n")
 }
 
-func newFixture(t *testing.T, n int) *fixture { return newFixtureB(t, n) }
+// newFixture is a job of n ranks on an in-memory network.
+func newFixture(t *testing.T, n int) *fixture { return newFixtureOn(t, n, memnet.New()) }
 
-func newFixtureB(t testing.TB, n int) *fixture {
+// newFixtureTCP is a job of n ranks on loopback.
+func newFixtureTCP(t *testing.T, n int) *fixture { return newFixtureOn(t, n, nil) }
+
+// newFixtureB is a job of n ranks on loopback for a benchmark.
+func newFixtureB(t testing.TB, n int) *fixture { return newFixtureOn(t, n, nil) }
+
+func newFixtureOn(t testing.TB, n int, mn *memnet.Network) *fixture {
 	t.Helper()
 	id, err := job.NewIdentity()
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, id: id, logs: &logBook{}}
+	f := &fixture{t: t, id: id, net: mn, logs: &logBook{}}
+	listen := func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	if mn != nil {
+		listen = mn.Listen
+	}
 	table := make([]runtime.Host, n)
 	for r := 0; r < n; r++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := listen("127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,6 +113,23 @@ func newFixtureB(t testing.TB, n int) *fixture {
 	return f
 }
 
+// listen makes a listener on the fixture's network.
+func (f *fixture) listen() net.Listener {
+	f.t.Helper()
+	var ln net.Listener
+	var err error
+	if f.net != nil {
+		ln, err = f.net.Listen("127.0.0.1:0")
+	} else {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
 // job returns rank's description with its listener and a log capture.
 func (f *fixture) job(rank int) *runtime.Job {
 	f.t.Helper()
@@ -105,6 +138,9 @@ func (f *fixture) job(rank int) *runtime.Job {
 		f.t.Fatal(err)
 	}
 	j.Listener = f.lns[rank]
+	if f.net != nil {
+		j.Net = f.net
+	}
 	j.Logf = f.logs.logf(rank)
 	return j
 }

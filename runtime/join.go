@@ -328,7 +328,11 @@ func (s *joinState) listener() (net.Listener, error) {
 	if !hosts.IsLocal(h.Host) {
 		addr = net.JoinHostPort("", strconv.Itoa(h.Port))
 	}
-	ln, err := net.Listen("tcp", addr)
+	listen := func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	if j.Net != nil {
+		listen = j.Net.Listen
+	}
+	ln, err := listen(addr)
 	if err != nil {
 		// No peer can reach this rank: the join cannot succeed (H1610).
 		return nil, listenFailed(j.Rank, addr, h.Port, err)
@@ -588,8 +592,13 @@ func (s *joinState) dial(ctx context.Context, r int) (joined, error) {
 }
 
 func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined, err error, final bool) {
-	var d net.Dialer
-	tcp, err := d.DialContext(ctx, "tcp", addr)
+	var tcp net.Conn
+	if s.j.Net != nil {
+		tcp, err = s.j.Net.DialContext(ctx, addr)
+	} else {
+		var d net.Dialer
+		tcp, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return joined{}, err, false
 	}

@@ -17,7 +17,7 @@ import (
 // socket, a descriptor not open — is H1615, and the descriptor is left
 // open, the same file as before (it was closed first, and H1615 after).
 func TestListenFDNotAListener(t *testing.T) {
-	f := newFixture(t, 1)
+	f := newFixtureTCP(t, 1)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

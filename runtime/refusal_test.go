@@ -82,7 +82,7 @@ func TestDialerRefused(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
-			f := newFixture(t, 2)
+			f := newFixtureTCP(t, 2)
 			listener := startInit(ctx, f.job(1))
 
 			bad := f.job(0)
@@ -228,7 +228,7 @@ func TestListenerRefusesFrames(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
-			f := newFixture(t, 2)
+			f := newFixtureTCP(t, 2)
 			listener := startInit(ctx, f.job(1))
 			conn, err := rawClient(t, f, true)
 			if err != nil {
@@ -246,7 +246,7 @@ func TestListenerRefusesFrames(t *testing.T) {
 	}
 	t.Run("no certificate", func(t *testing.T) {
 		ctx := testCtx(t)
-		f := newFixture(t, 2)
+		f := newFixtureTCP(t, 2)
 		listener := startInit(ctx, f.job(1))
 		conn, err := rawClient(t, f, false)
 		if err == nil {
@@ -284,7 +284,7 @@ func joinRight(t *testing.T, ctx context.Context, f *fixture, listener chan resu
 // wrong peer seen, the join fails with that peer's refusal code.
 func TestListenerMetOnlyByWrongPeer(t *testing.T) {
 	ctx := testCtx(t)
-	f := newFixture(t, 2)
+	f := newFixtureTCP(t, 2)
 	f.spec.JoinMS = 1500
 	listener := startInit(ctx, f.job(1))
 	bad := f.job(0)
@@ -303,7 +303,7 @@ func TestListenerMetOnlyByWrongPeer(t *testing.T) {
 // TestNobodyThere: a dial to a rank that never listens ends with H1610.
 func TestNobodyThere(t *testing.T) {
 	ctx := testCtx(t)
-	f := newFixture(t, 2)
+	f := newFixtureTCP(t, 2)
 	f.spec.JoinMS = 600
 	f.lns[1].Close() // nobody listens at rank 1's port
 	_, err := runtime.Init(ctx, f.job(0))
@@ -318,7 +318,7 @@ func TestNobodyThere(t *testing.T) {
 // the right rank 1 when it comes.
 func TestWrongListener(t *testing.T) {
 	ctx := testCtx(t)
-	f := newFixture(t, 2)
+	f := newFixtureTCP(t, 2)
 	dialer := make(chan result, 1)
 	go func() {
 		c, err := runtime.Init(ctx, f.job(0))
@@ -379,7 +379,7 @@ func TestWrongListener(t *testing.T) {
 // the ring.
 func TestJoinManyRanks(t *testing.T) {
 	ctx := testCtx(t)
-	f := newFixture(t, 8)
+	f := newFixtureTCP(t, 8)
 	comms := f.initAll(ctx)
 	errs := each(comms, func(c *runtime.Comm) error {
 		n := c.Size()

@@ -75,7 +75,7 @@ func TestCPUList(t *testing.T) {
 // TestInitRefusesBadSpin: a rank with a malformed SPERLI_SPIN_US does not
 // join (H1616), and says why.
 func TestInitRefusesBadSpin(t *testing.T) {
-	f := newFixture(t, 2)
+	f := newFixtureTCP(t, 2)
 	t.Setenv("SPERLI_SPIN_US", "fast")
 	_, err := runtime.Init(testCtx(t), f.job(0))
 	wantCode(t, "Init with SPERLI_SPIN_US=fast", err, codes.OutOfRange)
@@ -91,7 +91,7 @@ func TestBothWaits(t *testing.T) {
 			t.Run(fmt.Sprintf("spin %s us, %d ranks", spin, n), func(t *testing.T) {
 				t.Setenv("SPERLI_SPIN_US", spin)
 				ctx := testCtx(t)
-				comms := newFixture(t, n).initAll(ctx)
+				comms := newFixtureTCP(t, n).initAll(ctx)
 				want := time.Duration(-1)
 				if spin != "0" {
 					want = time.Millisecond

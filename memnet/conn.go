@@ -1,0 +1,222 @@
+package memnet
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// pipe is one direction of a connection: bytes written by one end, read
+// by the other, at most max of them held.
+type pipe struct {
+	mu      sync.Mutex
+	buf     []byte // buf[off:] is held
+	off     int
+	max     int
+	readDL  time.Time // the reader's deadline
+	writeDL time.Time // the writer's deadline
+	rClosed bool      // the reading end closed: writes fail
+	wClosed bool      // the writing end closed: reads end at io.EOF
+	waiting bool
+	changed chan struct{} // closed when something changed and someone waits
+}
+
+func newPipe(max int) *pipe { return &pipe{max: max, changed: make(chan struct{})} }
+
+// notifyLocked wakes whoever waits on p.
+func (p *pipe) notifyLocked() {
+	if p.waiting {
+		close(p.changed)
+		p.changed = make(chan struct{})
+		p.waiting = false
+	}
+}
+
+// waitLocked waits, p.mu released, until p changes or dl passes. It
+// returns with p.mu held.
+func (p *pipe) waitLocked(dl time.Time) {
+	p.waiting = true
+	ch := p.changed
+	p.mu.Unlock()
+	if dl.IsZero() {
+		<-ch
+	} else {
+		t := time.NewTimer(time.Until(dl))
+		select {
+		case <-ch:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	p.mu.Lock()
+}
+
+func passed(dl time.Time) bool { return !dl.IsZero() && !time.Now().Before(dl) }
+
+// Conn is one end of an in-memory connection.
+type Conn struct {
+	in, out       *pipe
+	local, remote net.Addr
+	closeOnce     sync.Once
+	closed        chan struct{}
+}
+
+// Pipe makes the two ends of a connection with size bytes of buffer in
+// each direction; a's local address is la, b's is ra.
+func Pipe(size int, la, ra net.Addr) (a, b *Conn) {
+	ab, ba := newPipe(size), newPipe(size)
+	a = &Conn{in: ba, out: ab, local: la, remote: ra, closed: make(chan struct{})}
+	b = &Conn{in: ab, out: ba, local: ra, remote: la, closed: make(chan struct{})}
+	return a, b
+}
+
+func (c *Conn) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *Conn) opErr(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.local, Addr: c.remote, Err: err}
+}
+
+// Read reads what the peer wrote.
+func (c *Conn) Read(b []byte) (int, error) {
+	p := c.in
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		switch {
+		case c.isClosed():
+			return 0, c.opErr("read", net.ErrClosed)
+		case len(p.buf) > p.off:
+			if len(b) == 0 {
+				return 0, nil
+			}
+			n := copy(b, p.buf[p.off:])
+			p.off += n
+			if p.off == len(p.buf) {
+				p.buf, p.off = p.buf[:0], 0
+			}
+			p.notifyLocked()
+			return n, nil
+		case p.wClosed:
+			return 0, io.EOF
+		case passed(p.readDL):
+			return 0, c.opErr("read", os.ErrDeadlineExceeded)
+		}
+		p.waitLocked(p.readDL)
+	}
+}
+
+// Write writes all of b into the peer's buffer, waiting while it is full.
+func (c *Conn) Write(b []byte) (int, error) {
+	p := c.out
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for {
+		switch {
+		case c.isClosed():
+			return n, c.opErr("write", net.ErrClosed)
+		case p.wClosed:
+			return n, c.opErr("write", syscall.EPIPE)
+		case p.rClosed:
+			return n, c.opErr("write", syscall.EPIPE)
+		case passed(p.writeDL):
+			return n, c.opErr("write", os.ErrDeadlineExceeded)
+		case len(b) == 0:
+			return 0, nil
+		}
+		if room := p.max - (len(p.buf) - p.off); room > 0 {
+			if p.off > 0 && len(p.buf)+len(b)-n > cap(p.buf) {
+				// Move the held bytes to the front before growing.
+				p.buf = p.buf[:copy(p.buf, p.buf[p.off:])]
+				p.off = 0
+			}
+			k := min(room, len(b)-n)
+			p.buf = append(p.buf, b[n:n+k]...)
+			n += k
+			p.notifyLocked()
+			if n == len(b) {
+				return n, nil
+			}
+		}
+		p.waitLocked(p.writeDL)
+	}
+}
+
+// Close ends both directions: the peer reads what was written, then
+// io.EOF; its writes fail. Waiting calls of c return net.ErrClosed.
+func (c *Conn) Close() error {
+	first := false
+	c.closeOnce.Do(func() {
+		first = true
+		close(c.closed)
+		for _, p := range []*pipe{c.in, c.out} {
+			p.mu.Lock()
+			if p == c.in {
+				p.rClosed = true
+				p.buf, p.off = nil, 0
+			} else {
+				p.wClosed = true
+			}
+			p.waiting = true
+			p.notifyLocked()
+			p.mu.Unlock()
+		}
+	})
+	if !first {
+		return c.opErr("close", net.ErrClosed)
+	}
+	return nil
+}
+
+// CloseWrite ends c's direction: the peer reads what was written, then
+// io.EOF.
+func (c *Conn) CloseWrite() error {
+	p := c.out
+	p.mu.Lock()
+	p.wClosed = true
+	p.waiting = true
+	p.notifyLocked()
+	p.mu.Unlock()
+	return nil
+}
+
+func (c *Conn) LocalAddr() net.Addr  { return c.local }
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// SetDeadline sets both deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.SetReadDeadline(t)
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the deadline of reads, waking a waiting one.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	p := c.in
+	p.mu.Lock()
+	p.readDL = t
+	p.waiting = true
+	p.notifyLocked()
+	p.mu.Unlock()
+	return nil
+}
+
+// SetWriteDeadline sets the deadline of writes, waking a waiting one.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	p := c.out
+	p.mu.Lock()
+	p.writeDL = t
+	p.waiting = true
+	p.notifyLocked()
+	p.mu.Unlock()
+	return nil
+}
