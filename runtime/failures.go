@@ -1,9 +1,6 @@
 package runtime
 
 import (
-	"os"
-	"syscall"
-
 	"sperli/job"
 	"sperli/record"
 )
@@ -37,7 +34,8 @@ func (c *Comm) failurePoint(point string, k int) {
 	}
 }
 
-// die ends the process at once with SIGKILL: no bye, no flush.
+// die ends the process at once, as a crash would (no bye, no flush): by
+// Job.Die when set, else as the process's shell does it (proc.die).
 func (c *Comm) die() {
 	traceInstant("killed by the test failure schedule", record.TraceCalls)
 	traceFlush()
@@ -45,6 +43,6 @@ func (c *Comm) die() {
 		c.job.Die()
 		return
 	}
-	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	c.links.proc.die()
 	select {}
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,13 +102,14 @@ func temporaryAccept(err error) bool {
 	return false
 }
 
-// Init joins the job of j (SPEC §4, §6): it listens for every lower rank,
-// dials every higher one, exchanges and checks tokens, and returns the
-// communicator once every peer is connected. It fails with the code of the
-// first check that refused this rank, or when the join window ends without
-// a peer with that peer's last refusal code (H1610 if there was none).
-// Cancelling ctx cancels the join.
-func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
+// join joins the job of j (SPEC §4, §6) in the process pr describes: it
+// listens for every lower rank, dials every higher one, exchanges and
+// checks tokens, and returns the communicator once every peer is
+// connected. It fails with the code of the first check that refused this
+// rank, or when the join window ends without a peer with that peer's last
+// refusal code (H1610 if there was none). Cancelling ctx cancels the join;
+// so does the end of the launcher's control channel.
+func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
@@ -117,16 +117,9 @@ func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
 	if err != nil {
 		return nil, err
 	}
-	leaf, err := x509.ParseCertificate(j.Cert)
+	leaf, key, err := ownCert(j)
 	if err != nil {
-		return nil, codes.Wrap(codes.JobMalformed, err, "job description: cert does not parse: %v", err)
-	}
-	if job, rank, err := pki.CertIdentity(leaf); err != nil || job != j.ID || rank != j.Rank {
-		return nil, codes.New(codes.JobMalformed, "job description: cert is not this rank's (job %s rank %d, want job %s rank %d)", job, rank, j.ID, j.Rank)
-	}
-	key := ed25519.NewKeyFromSeed(j.Key)
-	if !key.Public().(ed25519.PublicKey).Equal(leaf.PublicKey) {
-		return nil, codes.New(codes.JobMalformed, "job description: key does not match cert")
+		return nil, err
 	}
 	spin, err := spinLimit(j)
 	if err != nil {
@@ -135,20 +128,7 @@ func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
 	c := newComm(j)
 	c.spin = spin
 	c.links.spins = spin > 0
-	// The control channel is watched from the start: a launcher that goes
-	// while the rank still joins (it was interrupted, another rank could
-	// not be started) ends the join at once, not at the join window's end.
-	if j.Launched && j.Trace {
-		startTrace(os.Stderr)
-		sp := traceBegin()
-		defer func() {
-			sp.call("join", err, targ("slot", j.Rank), targ("size", j.Size), targ("spares", j.Spares), targ("incarnation", int(j.Incarnation)))
-		}()
-	}
-	if j.Launched && j.Control != nil {
-		c.ctlGone = make(chan struct{})
-		go func() { readControl(j.Control, os.Stderr); close(c.ctlGone) }()
-	}
+	c.links.proc = pr
 	if c.jobPub, err = pki.UnmarshalPublicKey(j.JobKey); err != nil {
 		return nil, err
 	}
@@ -213,7 +193,7 @@ func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
 			failure = err
 		case <-ctx.Done():
 			failure = s.timeout(got)
-		case <-c.ctlGone:
+		case <-pr.ctlGone:
 			failure = &codes.Error{Code: codes.JobEnded, Op: "join", Rank: -1, Msg: "the launcher is gone (end of the control channel)",
 				Cause: &codes.Cause{Kind: codes.CauseLauncher, Rank: -1, Code: codes.JobEnded}}
 		}
@@ -252,6 +232,22 @@ func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
 	}
 	c.start()
 	return c, nil
+}
+
+// ownCert checks j's certificate and key: this rank's, and a pair.
+func ownCert(j *Job) (*x509.Certificate, ed25519.PrivateKey, error) {
+	leaf, err := x509.ParseCertificate(j.Cert)
+	if err != nil {
+		return nil, nil, codes.Wrap(codes.JobMalformed, err, "job description: cert does not parse: %v", err)
+	}
+	if job, rank, err := pki.CertIdentity(leaf); err != nil || job != j.ID || rank != j.Rank {
+		return nil, nil, codes.New(codes.JobMalformed, "job description: cert is not this rank's (job %s rank %d, want job %s rank %d)", job, rank, j.ID, j.Rank)
+	}
+	key := ed25519.NewKeyFromSeed(j.Key)
+	if !key.Public().(ed25519.PublicKey).Equal(leaf.PublicKey) {
+		return nil, nil, codes.New(codes.JobMalformed, "job description: key does not match cert")
+	}
+	return leaf, key, nil
 }
 
 // heartbeat keeps a joined connection alive while this rank's join goes on
@@ -310,7 +306,7 @@ func (s *joinState) timeout(got map[int]joined) error {
 func (c *Comm) start() {
 	go c.links.rec.loop()
 	go c.monitor()
-	if c.ctlGone != nil {
+	if c.links.proc.ctlGone != nil {
 		go c.watchControl()
 	}
 }
@@ -700,10 +696,15 @@ func remoteAlert(err error) error {
 	return nil
 }
 
-// watchControl reads the launcher's control channel until it ends. A rank
-// started by a launcher that loses it ends the job (SPEC §3).
+// watchControl waits for the end of the launcher's control channel. A
+// rank started by a launcher that loses it ends the job (SPEC §3); what
+// the process does then is the shell's (proc.launcherLost).
 func (c *Comm) watchControl() {
-	<-c.ctlGone
+	select {
+	case <-c.links.proc.ctlGone:
+	case <-c.stopMon:
+		return
+	}
 	select {
 	case <-c.stopMon:
 		return
@@ -713,14 +714,7 @@ func (c *Comm) watchControl() {
 	err := &codes.Error{Code: codes.JobEnded, Rank: -1, Msg: "the launcher is gone (end of the control channel)",
 		Cause: &codes.Cause{Kind: codes.CauseLauncher, Rank: -1, Code: codes.JobEnded}}
 	c.end(err, &wire.Reason{Code: codes.JobEnded, Cause: codes.CauseLauncher, Rank: int32(c.origin()), Msg: err.Error()})
-	if c.job.OnLauncherLost != nil {
-		c.job.OnLauncherLost()
-		return
+	if lost := c.links.proc.launcherLost; lost != nil {
+		lost(c, err)
 	}
-	// The program may be computing and never call us again: give it a
-	// moment to notice, then end the process as the launcher would have.
-	time.Sleep(500 * time.Millisecond)
-	c.Close()
-	WriteStatus(os.Stderr, err)
-	os.Exit(1)
 }

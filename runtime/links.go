@@ -36,9 +36,7 @@ type links struct {
 	stopMon chan struct{}
 	stopRec chan struct{} // ends the recovery goroutine (Close)
 	recDone chan struct{} // closed when the recovery goroutine has ended
-	// ctlGone is closed when the launcher's control channel ends; nil
-	// when the rank was not launched.
-	ctlGone chan struct{}
+	proc    proc          // what the process gives (proc.go)
 	monDone chan struct{}
 	resched chan struct{} // wakes the monitor when a silence limit changed
 	byes    chan struct{} // a bye came (a spare waits for the ranks' byes)

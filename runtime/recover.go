@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -674,7 +673,8 @@ func (r *recovery) state() (error, <-chan struct{}) {
 }
 
 func (r *recovery) report(kind, msg string, lost ...int) {
-	if !r.job.Launched {
+	out := r.l.proc.records
+	if out == nil {
 		return
 	}
 	l := r.layout
@@ -687,7 +687,7 @@ func (r *recovery) report(kind, msg string, lost ...int) {
 		causes = append(causes, fmt.Sprintf("slot %d: %s", s, r.failed[s]))
 	}
 	rep := record.Gen{Kind: kind, Gen: l.Gen, Slot: r.l.self, Rank: rank, Size: len(l.Ranks), Ranks: l.Ranks, Spares: l.Spares, Lost: l.Lost,
-		Cause: strings.Join(causes, "; "), Pid: os.Getpid(), Msg: msg, MS: time.Since(r.lossAt).Milliseconds()}
+		Cause: strings.Join(causes, "; "), Pid: r.l.proc.pid, Msg: msg, MS: time.Since(r.lossAt).Milliseconds()}
 	if lost != nil {
 		rep.Lost = lost
 	}
@@ -697,7 +697,7 @@ func (r *recovery) report(kind, msg string, lost ...int) {
 		traceInstant(fmt.Sprintf("%s %d", kind, l.Gen), record.TraceRecovery, tstr("msg", msg))
 	}
 	b, _ := json.Marshal(rep)
-	fmt.Fprintln(os.Stderr, record.Seal(record.Key(r.job.Key), record.GenPrefix, string(b)))
+	fmt.Fprintln(out, record.Seal(record.Key(r.job.Key), record.GenPrefix, string(b)))
 }
 
 // reportOwn writes a report of the program's goroutine (SetOnLoss's
@@ -705,14 +705,15 @@ func (r *recovery) report(kind, msg string, lost ...int) {
 // layout, the failed set, the time of the loss), only this slot and what
 // the caller gives.
 func (r *recovery) reportOwn(kind string, gen int, msg string) {
-	if !r.job.Launched {
+	out := r.l.proc.records
+	if out == nil {
 		return
 	}
 	if kind == "start" {
 		traceInstant(fmt.Sprintf("generation %d begins", gen), record.TraceCalls)
 	}
-	b, _ := json.Marshal(record.Gen{Kind: kind, Gen: gen, Slot: r.l.self, Rank: -1, Pid: os.Getpid(), Msg: msg})
-	fmt.Fprintln(os.Stderr, record.Seal(record.Key(r.job.Key), record.GenPrefix, string(b)))
+	b, _ := json.Marshal(record.Gen{Kind: kind, Gen: gen, Slot: r.l.self, Rank: -1, Pid: r.l.proc.pid, Msg: msg})
+	fmt.Fprintln(out, record.Seal(record.Key(r.job.Key), record.GenPrefix, string(b)))
 }
 
 // ErrSpareDone is returned by await to a spare whose job finished without
@@ -827,12 +828,12 @@ var ErrSpareDone = errSpareDone
 func (c *Comm) Next(ctx context.Context) (*Comm, error) {
 	ran := c.rank >= 0
 	nc, err := c.links.rec.await(ctx, c)
-	if err == nil && ran && c.job.Launched {
+	if out := c.links.proc.marks; err == nil && ran && out != nil {
 		// The program's output of c's generation is abandoned: the line
 		// that says so goes on its standard output, in order with it
 		// (the launcher could place it only by the report on standard
 		// error, which races the other pipe).
-		fmt.Fprintln(os.Stdout, record.Seal(record.Key(c.job.Key), record.MarkPrefix, fmt.Sprint(nc.inc)))
+		fmt.Fprintln(out, record.Seal(record.Key(c.job.Key), record.MarkPrefix, fmt.Sprint(nc.inc)))
 	}
 	return nc, err
 }

@@ -1,18 +1,109 @@
 package runtime
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"syscall"
+	"time"
 
 	"sperli/job"
 	"sperli/record"
 )
 
-// The process shell: what a rank launched by `sperli run` does at its end
-// for its launcher (the records of package record on its standard error)
-// and what an embedder's main returns as the exit status. The core never
-// calls into this file.
+// The process shell: what a rank does as a process, for its launcher and
+// for the embedder's main — the only file of the package that writes to
+// the process's standard output and error, reads its standard input (the
+// control channel), reads the environment (through package job) or ends
+// the process. Init joins through the core (join) with what the process
+// gives it (proc); Run and Exit end the rank with its status record. The
+// core never calls into this file: it calls back what proc holds.
+
+// Init joins the job of j (SPEC §4, §6) as this process: it listens for
+// every lower rank, dials every higher one, exchanges and checks tokens,
+// and returns the communicator once every peer is connected. It fails with
+// the code of the first check that refused this rank, or when the join
+// window ends without a peer with that peer's last refusal code (H1610 if
+// there was none). Cancelling ctx cancels the join.
+//
+// For a rank started by a launcher (Job.Launched) the process also: writes
+// its records on standard error (trace, waiting, generation reports) and
+// its generation marks on standard output; answers the control channel
+// (Job.Control) from the start, so that a launcher that goes while the
+// rank joins ends the join at once; and, when the launcher is gone, ends
+// the job, calls Job.OnLauncherLost or, without it, ends the process half
+// a second later with exit status 1.
+func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
+	pr := proc{die: killSelf}
+	if j != nil && j.Launched {
+		pr.records, pr.marks, pr.pid = os.Stderr, os.Stdout, os.Getpid()
+		if j.Trace {
+			startTrace(os.Stderr)
+			sp := traceBegin()
+			defer func() {
+				sp.call("join", err, targ("slot", j.Rank), targ("size", j.Size), targ("spares", j.Spares), targ("incarnation", int(j.Incarnation)))
+			}()
+		}
+		if j.Control != nil {
+			gone := make(chan struct{})
+			// It reads the control channel as long as there is one: the
+			// process's standard input, which no Close can interrupt.
+			go func() { readControl(j.Control, os.Stderr); close(gone) }()
+			pr.ctlGone, pr.launcherLost = gone, launcherLost
+		}
+	}
+	return join(ctx, j, pr)
+}
+
+// launcherLost is what a launched rank does when its launcher is gone and
+// the job was ended for it.
+func launcherLost(c *Comm, err error) {
+	if c.job.OnLauncherLost != nil {
+		c.job.OnLauncherLost()
+		return
+	}
+	// The program may be computing and never call us again: give it a
+	// moment to notice, then end the process as the launcher would have.
+	time.Sleep(500 * time.Millisecond)
+	c.Close()
+	WriteStatus(os.Stderr, err)
+	os.Exit(1)
+}
+
+// killSelf ends the process with SIGKILL.
+func killSelf() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+
+// maxControlLine bounds a line read from the control channel.
+const maxControlLine = 256
+
+// readControl reads the launcher's control channel to its end, answering
+// every "waiting" line with the waiting record on w (standard error);
+// other lines are ignored.
+func readControl(r io.Reader, w io.Writer) {
+	br := bufio.NewReaderSize(r, maxControlLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// Too long for a request: skip to its end.
+			for err == bufio.ErrBufferFull {
+				_, err = br.ReadSlice('\n')
+			}
+			continue
+		}
+		switch strings.TrimSpace(string(line)) {
+		case "waiting":
+			writeWaiting(w)
+		case "clock":
+			writeClock(w)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
 
 // Exit statuses of a rank and of the launcher (SPEC §2, §13).
 const (

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"strconv"
@@ -149,35 +148,6 @@ func writeWaiting(w io.Writer) {
 }
 
 var waitOut sync.Mutex
-
-// maxControlLine bounds a line read from the control channel.
-const maxControlLine = 256
-
-// readControl reads the launcher's control channel to its end, answering
-// every "waiting" line with the waiting record on w (standard error);
-// other lines are ignored.
-func readControl(r io.Reader, w io.Writer) {
-	br := bufio.NewReaderSize(r, maxControlLine)
-	for {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// Too long for a request: skip to its end.
-			for err == bufio.ErrBufferFull {
-				_, err = br.ReadSlice('\n')
-			}
-			continue
-		}
-		switch strings.TrimSpace(string(line)) {
-		case "waiting":
-			writeWaiting(w)
-		case "clock":
-			writeClock(w)
-		}
-		if err != nil {
-			return
-		}
-	}
-}
 
 // neverMatches refuses at once, with H1617, a receive that can never be
 // matched: from this rank itself when no send to itself is pending (a
