@@ -2,9 +2,11 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"sperli/runtime"
@@ -68,5 +70,84 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 				t.Fatalf("%d goroutines waited in the runtime before the job, %d after Close:\n%s", before, len(after), strings.Join(after, "\n\n"))
 			}
 		})
+	}
+}
+
+// TestRecoveryLeavesNoGoroutine: a job of three ranks and a spare whose
+// slot 2 dies (its connections close, no bye) recovers in place — the
+// spare takes rank 2 and the program runs again in generation 1 — and once
+// every slot, the dead one too, is closed, no goroutine of the runtime
+// waits: neither the old generation's nor the recovery's.
+func TestRecoveryLeavesNoGoroutine(t *testing.T) {
+	before := len(waitingInRuntime())
+	ctx := testCtx(t)
+	f := newFixture(t, 4)
+	f.spec.Size, f.spec.Spares, f.spec.SilenceMS = 3, 1, 200
+	type out struct {
+		c    *runtime.Comm
+		gen  uint32
+		sum  int64
+		err  error
+		rank int
+	}
+	outs := make([]out, 4)
+	var dead *runtime.Comm
+	var wg sync.WaitGroup
+	for s := range outs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if s == 2 {
+				c, err := runtime.Init(ctx, f.job(s))
+				if err != nil {
+					outs[s].err = err
+					return
+				}
+				dead = c
+				runtime.CrashForTest(c)
+				return
+			}
+			c, err := runtime.Run(ctx, f.job(s), func(ctx context.Context, c *runtime.Comm) error {
+				if err := c.Barrier(ctx); err != nil {
+					return err
+				}
+				res, err := c.Allreduce(ctx, runtime.Int64, runtime.Sum, binary.LittleEndian.AppendUint64(nil, uint64(c.Rank()+1)))
+				if err != nil {
+					return err
+				}
+				outs[s].gen, outs[s].rank = c.Incarnation(), c.Rank()
+				outs[s].sum = int64(binary.LittleEndian.Uint64(res))
+				return nil
+			})
+			if err == nil {
+				err = c.Finish()
+			}
+			outs[s].c, outs[s].err = c, err
+		}()
+	}
+	wg.Wait()
+	for s, o := range outs {
+		if s == 2 {
+			continue
+		}
+		if o.err != nil {
+			t.Fatalf("slot %d: %v", s, o.err)
+		}
+		if o.gen != 1 || o.sum != 6 {
+			t.Errorf("slot %d: generation %d, sum %d; want generation 1 and 1+2+3", s, o.gen, o.sum)
+		}
+	}
+	if outs[3].rank != 2 {
+		t.Errorf("the spare ended as rank %d, want rank 2", outs[3].rank)
+	}
+	for s, o := range outs {
+		if o.c != nil {
+			o.c.Close()
+		} else if s == 2 && dead != nil {
+			dead.Close()
+		}
+	}
+	if after := waitingInRuntime(); len(after) > before {
+		t.Fatalf("%d goroutines waited in the runtime before the job, %d after it recovered and closed:\n%s", before, len(after), strings.Join(after, "\n\n"))
 	}
 }

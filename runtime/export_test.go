@@ -92,3 +92,15 @@ func ProbesWaiting(c *Comm) int {
 	defer c.mu.Unlock()
 	return len(c.match.probes)
 }
+
+// CrashForTest makes c's slot look dead to its peers, as a killed process
+// does: its monitor stops and every connection closes, with no bye. The
+// Comm must still be closed. Test only.
+func CrashForTest(c *Comm) {
+	FreezeForTest(c)
+	for _, p := range c.links.peers {
+		if p != nil {
+			p.conn.Close()
+		}
+	}
+}
