@@ -577,49 +577,71 @@ func (c *Comm) Checkpoint(ctx context.Context, state []byte) (err error) {
 	c.failurePoint("mid-ckpt", c.ckpt.count+1)
 
 	// 3. The buddy copy: send ours to rank n+1, keep rank n-1's.
-	buddyOK := true
-	var buddyErr error
-	var budHdr fileHeader
-	budStored := false
-	prev := (c.rank + c.size - 1) % c.size
-	if c.size > 1 {
-		next := (c.rank + 1) % c.size
-		frames, err := c.sendFile(next, tagFile, ownErr == nil, head, state)
-		if err != nil {
-			return err
-		}
-		budHdr, budStored, buddyErr, err = c.recvBuddy(ctx, st, e, prev)
-		if err != nil {
-			return err
-		}
-		stored := byte(0)
-		if budStored {
-			stored = 1
-		}
-		ack, err := c.sysSend(prev, tagFileAck, []byte{stored})
-		if err != nil {
-			return err
-		}
-		a, err := c.sysRecv(ctx, next, tagFileAck)
-		if err != nil {
-			return err
-		}
-		if buddyOK, err = checkAck(a); err != nil {
-			return c.violation(next, "checkpoint of epoch %d: the answer of rank %d on the buddy copy: %v", e, next, err)
-		}
-		if err := waitFrames(ctx, c, append(frames, ack)); err != nil {
-			return err
-		}
+	bud, err := c.ckptBuddy(ctx, st, e, ownErr == nil, head, state)
+	if err != nil {
+		return err
 	}
 
 	// 4. Rank 0 gathers the hashes, signs the COMMIT and hands it to all.
+	return c.ckptCommit(ctx, st, e, sum, ownErr, bud)
+}
+
+// buddyCopy is how the buddy copy of a checkpoint went on this rank: the
+// copy it keeps of rank n-1's file (stored, its header; err when it could
+// not store it) and whether rank n+1 kept this rank's (ok).
+type buddyCopy struct {
+	hdr    fileHeader
+	stored bool
+	err    error
+	ok     bool
+}
+
+// ckptBuddy is step 3 of Checkpoint: this rank's file goes to rank n+1
+// (sent is whether this rank has one), rank n-1's is kept, and each side
+// says whether it stored the copy.
+func (c *Comm) ckptBuddy(ctx context.Context, st *ckptStore, e uint64, sent bool, head, state []byte) (buddyCopy, error) {
+	bud := buddyCopy{ok: true}
+	if c.size == 1 {
+		return bud, nil
+	}
+	prev, next := (c.rank+c.size-1)%c.size, (c.rank+1)%c.size
+	frames, err := c.sendFile(next, tagFile, sent, head, state)
+	if err != nil {
+		return bud, err
+	}
+	bud.hdr, bud.stored, bud.err, err = c.recvBuddy(ctx, st, e, prev)
+	if err != nil {
+		return bud, err
+	}
+	stored := byte(0)
+	if bud.stored {
+		stored = 1
+	}
+	ack, err := c.sysSend(prev, tagFileAck, []byte{stored})
+	if err != nil {
+		return bud, err
+	}
+	a, err := c.sysRecv(ctx, next, tagFileAck)
+	if err != nil {
+		return bud, err
+	}
+	if bud.ok, err = checkAck(a); err != nil {
+		return bud, c.violation(next, "checkpoint of epoch %d: the answer of rank %d on the buddy copy: %v", e, next, err)
+	}
+	return bud, waitFrames(ctx, c, append(frames, ack))
+}
+
+// ckptCommit is step 4 of Checkpoint: rank 0 gathers every rank's hash (or
+// why it failed), signs the COMMIT and hands it to all; every rank checks
+// it and stores it, or removes the epoch's files when it failed.
+func (c *Comm) ckptCommit(ctx context.Context, st *ckptStore, e uint64, sum [32]byte, ownErr error, bud buddyCopy) error {
 	rec := make([]byte, commitRecLen)
 	switch {
 	case ownErr != nil:
 		rec[0] = commitOwnFailed
-	case buddyErr != nil:
+	case bud.err != nil:
 		rec[0] = commitBuddyFail
-	case !buddyOK:
+	case !bud.ok:
 		rec[0] = commitNotKept
 	}
 	copy(rec[1:], sum[:])
@@ -646,14 +668,14 @@ func (c *Comm) Checkpoint(ctx context.Context, state []byte) (err error) {
 	}
 	ok, rest, verr := checkCommitVerdict(res, rec[0])
 	if verr == nil && ok && c.rank != 0 {
-		verr = c.checkNewCommit(rest, e, sum, budStored, budHdr.Sum)
+		verr = c.checkNewCommit(rest, e, sum, bud.stored, bud.hdr.Sum)
 	}
 	if verr != nil {
 		return c.violation(0, "checkpoint of epoch %d: the COMMIT verdict of rank 0: %v", e, verr)
 	}
 	if !ok {
 		c.removeEpochFiles(st, e)
-		for _, own := range []error{ownErr, buddyErr} {
+		for _, own := range []error{ownErr, bud.err} {
 			if own != nil {
 				return own
 			}
@@ -906,35 +928,13 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 		return nil, false, nil
 	}
 	// 2. The rank that has it hands the COMMIT to all.
-	var raw []byte
-	if c.rank == src {
-		raw = mine.raw
-	}
-	raw, err = c.collective(ctx, wire.Call{Kind: uint8(kindResumeCommit), Root: uint32(src)}, "", nil, func([][]byte) ([]byte, [][]byte, error) {
-		out := make([][]byte, c.size)
-		for i := range out {
-			out[i] = raw
-		}
-		return raw, out, nil
-	})
+	cm, err := c.resumeCommit(ctx, mine, epoch, src)
 	if err != nil {
 		return nil, false, err
 	}
-	// The source verified it before it offered it: one that does not
-	// verify, or is of another epoch or job, is the source's lie.
-	cm, derr := decodeCommit(raw, c.jobPub)
-	if derr == nil && (cm.Epoch != epoch || cm.Job != c.job.ID) {
-		derr = fmt.Errorf("it names job %q epoch %d", cm.Job, cm.Epoch)
-	}
-	if derr != nil {
-		return nil, false, c.violation(src, "resume: the COMMIT of epoch %d from rank %d: %v", epoch, src, derr)
-	}
-	if int(cm.Size) != c.size {
-		return nil, false, &codes.Error{Code: codes.ResumeSize, Rank: -1, Msg: fmt.Sprintf("resume: epoch %d was written by a job of %d ranks, this job has %d", epoch, cm.Size, c.size)}
-	}
 	// 3. Every rank checks its file and the buddy copy it keeps; the table
 	// of all goes to everyone, so every rank reaches the same verdict.
-	prev, next := (c.rank+c.size-1)%c.size, (c.rank+1)%c.size
+	prev := (c.rank + c.size - 1) % c.size
 	ownSt, own := c.checkFile(st, cm, ownName(c.rank), c.rank)
 	budSt, bud := byte(fileAbsent), []byte(nil)
 	if c.size > 1 {
@@ -951,10 +951,57 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 	if err := statusOutcome(table, epoch, c.size); err != nil {
 		return nil, false, err
 	}
-	// 4. Own files that are not good come back from the buddy, are checked
-	// like the own file and written back; then every rank says how that
-	// went, so that a bad copy or a failed write-back is one outcome for
-	// all (the round is skipped when every own file was good).
+	// 4. Own files that are not good come back from the buddy (restore).
+	if own, err = c.restore(ctx, st, cm, table, ownSt, own, bud); err != nil {
+		return nil, false, err
+	}
+	c.ckpt.epoch = epoch
+	return own[ckptHeaderLen:], true, nil
+}
+
+// resumeCommit is step 2 of Resume: the rank src, which offered the
+// newest epoch, hands its COMMIT (mine there) to all, and every rank checks
+// it.
+func (c *Comm) resumeCommit(ctx context.Context, mine *commit, epoch uint64, src int) (*commit, error) {
+	var raw []byte
+	if c.rank == src {
+		raw = mine.raw
+	}
+	raw, err := c.collective(ctx, wire.Call{Kind: uint8(kindResumeCommit), Root: uint32(src)}, "", nil, func([][]byte) ([]byte, [][]byte, error) {
+		out := make([][]byte, c.size)
+		for i := range out {
+			out[i] = raw
+		}
+		return raw, out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The source verified it before it offered it: one that does not
+	// verify, or is of another epoch or job, is the source's lie.
+	cm, derr := decodeCommit(raw, c.jobPub)
+	if derr == nil && (cm.Epoch != epoch || cm.Job != c.job.ID) {
+		derr = fmt.Errorf("it names job %q epoch %d", cm.Job, cm.Epoch)
+	}
+	if derr != nil {
+		return nil, c.violation(src, "resume: the COMMIT of epoch %d from rank %d: %v", epoch, src, derr)
+	}
+	if int(cm.Size) != c.size {
+		return nil, &codes.Error{Code: codes.ResumeSize, Rank: -1, Msg: fmt.Sprintf("resume: epoch %d was written by a job of %d ranks, this job has %d", epoch, cm.Size, c.size)}
+	}
+	return cm, nil
+}
+
+// restore is step 4 of Resume: own files that are not good (table, the
+// files' statuses of every rank) come back from the buddy, are checked
+// like the own file and written back; then every rank says how that went,
+// so that a bad copy or a failed write-back is one outcome for all (the
+// round is skipped when every own file was good). It returns this rank's
+// file, restored or as it was (own).
+func (c *Comm) restore(ctx context.Context, st *ckptStore, cm *commit, table []byte, ownSt byte, own, bud []byte) ([]byte, error) {
+	epoch := cm.Epoch
+	prev, next := (c.rank+c.size-1)%c.size, (c.rank+1)%c.size
+	var err error
 	fetching := false
 	for r := 0; r < c.size; r++ {
 		fetching = fetching || table[2*r] != fileOK
@@ -964,7 +1011,7 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 		if table[2*prev] != fileOK {
 			frames, err = c.sendFile(prev, tagFetch, true, bud)
 			if err != nil {
-				return nil, false, err
+				return nil, err
 			}
 		}
 		restore := byte(restoreOK)
@@ -972,7 +1019,7 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 		if ownSt != fileOK {
 			got, err := c.recvFetch(ctx, next, fmt.Sprintf("resume: epoch %d: the copy of rank %d's file from rank %d", epoch, c.rank, next))
 			if err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			switch verifyFile(got, cm, c.rank, c.job.ID) {
 			case fileOK:
@@ -988,21 +1035,20 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 			}
 		}
 		if err := waitFrames(ctx, c, frames); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		tab, err := c.agree(ctx, kindResumeRestore, []byte{restore}, checkRestoreRecord, concat)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if verr := checkRestoreVerdict(tab, c.size, c.rank, restore); verr != nil {
-			return nil, false, c.violation(0, "resume: the verdict of rank 0 on the restored files: %v", verr)
+			return nil, c.violation(0, "resume: the verdict of rank 0 on the restored files: %v", verr)
 		}
 		if err := restoreOutcome(tab, epoch, c.rank, restoreErr); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
-	c.ckpt.epoch = epoch
-	return own[ckptHeaderLen:], true, nil
+	return own, nil
 }
 
 // ResumeValue is Resume into v's UnmarshalBinary; ok is false on a fresh

@@ -158,6 +158,33 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 		return c, nil
 	}
 
+	got, err := s.connect(ctx, cancel, ln, pr.ctlGone)
+	if err != nil {
+		return nil, err
+	}
+	for r, jn := range got {
+		jn.conn.SetDeadline(time.Time{})
+		setSpin(jn.conn, spin, &c.links.writing)
+		c.links.peers[r] = newPeer(c.links, r, jn.conn, jn.silence)
+	}
+	c.bind()
+	for _, p := range c.links.peers {
+		if p != nil {
+			p.start(got[p.rank].br)
+		}
+	}
+	c.start()
+	return c, nil
+}
+
+// connect makes the join's connections: it accepts every lower rank's on
+// ln and dials every higher rank, until every peer is connected (their
+// connections by rank), a dial fails for good, ctx ends (the join window)
+// or the launcher is gone (gone closes). On failure every connection is
+// closed. It ends the join's goroutines (cancel, ln closed) before it
+// returns.
+func (s *joinState) connect(ctx context.Context, cancel func(), ln net.Listener, gone <-chan struct{}) (map[int]joined, error) {
+	j := s.j
 	results := make(chan joined, j.Slots())
 	fatal := make(chan error, j.Slots())
 	var wg sync.WaitGroup
@@ -193,7 +220,7 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 			failure = err
 		case <-ctx.Done():
 			failure = s.timeout(got)
-		case <-pr.ctlGone:
+		case <-gone:
 			failure = &codes.Error{Code: codes.JobEnded, Op: "join", Rank: -1, Msg: "the launcher is gone (end of the control channel)",
 				Cause: &codes.Cause{Kind: codes.CauseLauncher, Rank: -1, Code: codes.JobEnded}}
 		}
@@ -219,19 +246,7 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 		}
 		return nil, failure
 	}
-	for r, jn := range got {
-		jn.conn.SetDeadline(time.Time{})
-		setSpin(jn.conn, spin, &c.links.writing)
-		c.links.peers[r] = newPeer(c.links, r, jn.conn, jn.silence)
-	}
-	c.bind()
-	for _, p := range c.links.peers {
-		if p != nil {
-			p.start(got[p.rank].br)
-		}
-	}
-	c.start()
-	return c, nil
+	return got, nil
 }
 
 // ownCert checks j's certificate and key: this rank's, and a pair.
