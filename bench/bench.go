@@ -131,6 +131,29 @@ func Run(o Options) (*Report, error) {
 		rep.Placement = fmt.Sprintf("rank i of each job pinned to core i mod %d (taskset)", goruntime.NumCPU())
 	}
 
+	if err := r.pairs(rep); err != nil {
+		return nil, err
+	}
+	if err := r.sweep(rep); err != nil {
+		return nil, err
+	}
+	if err := r.collJoin(rep); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Log, "bench: empty run\n")
+	if rep.EmptyRunMS, err = r.emptyRun(); err != nil {
+		return nil, err
+	}
+	if rep.IdleRSSMiB, err = r.idleRSS(); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// pairs measures the round trip and the rate of every pair of kinds of
+// rank, with and without spinning, Repeat times interleaved.
+func (r *runner) pairs(rep *Report) error {
+	o := r.o
 	pairs := []struct {
 		name string
 		a, b kind
@@ -148,22 +171,22 @@ func Run(o Options) (*Report, error) {
 	rt := make([][]float64, len(pairs))
 	rtNoSpin := make([][]float64, len(pairs))
 	st := make([][]float64, len(pairs))
-	for rep := 0; rep < o.Repeat; rep++ {
+	for run := 0; run < o.Repeat; run++ {
 		for i, p := range pairs {
-			fmt.Fprintf(o.Log, "bench: %s (%d of %d)\n", p.name, rep+1, o.Repeat)
+			fmt.Fprintf(o.Log, "bench: %s (%d of %d)\n", p.name, run+1, o.Repeat)
 			ns, err := r.measure([]kind{p.a, p.b}, "pingpong", 64, o.Pings, nil)
 			if err != nil {
-				return nil, fmt.Errorf("%s round trip: %w", p.name, err)
+				return fmt.Errorf("%s round trip: %w", p.name, err)
 			}
 			rt[i] = append(rt[i], ns)
 			if p.a != kTLS {
 				if ns, err = r.measure([]kind{p.a, p.b}, "pingpong", 64, o.Pings, noSpin); err != nil {
-					return nil, fmt.Errorf("%s round trip without spin: %w", p.name, err)
+					return fmt.Errorf("%s round trip without spin: %w", p.name, err)
 				}
 				rtNoSpin[i] = append(rtNoSpin[i], ns)
 			}
 			if ns, err = r.measure([]kind{p.a, p.b}, "stream", 1<<20, o.Messages, nil); err != nil {
-				return nil, fmt.Errorf("%s rate: %w", p.name, err)
+				return fmt.Errorf("%s rate: %w", p.name, err)
 			}
 			st[i] = append(st[i], ns)
 		}
@@ -176,6 +199,13 @@ func Run(o Options) (*Report, error) {
 		rep.Pairs[i].RTRatio = rep.Pairs[i].RoundTripUS / rep.Pairs[0].RoundTripUS // pairs[0] is the ceiling
 		rep.Pairs[i].RateRatio = rep.Pairs[i].RateMBs / rep.Pairs[0].RateMBs
 	}
+	return nil
+}
+
+// sweep measures the round trip and the rate of Go ranks and of plain TLS
+// at every size of Sizes.
+func (r *runner) sweep(rep *Report) error {
+	o := r.o
 	for _, size := range o.Sizes {
 		fmt.Fprintf(o.Log, "bench: sweep %d bytes\n", size)
 		pings := max(10, min(o.Pings, (64<<20)/size))
@@ -184,11 +214,11 @@ func Run(o Options) (*Report, error) {
 		for _, k := range []kind{kGo, kTLS} {
 			rt, err := r.measure([]kind{k, k}, "pingpong", size, pings, nil)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			st, err := r.measure([]kind{k, k}, "stream", size, msgs, nil)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			rate := float64(msgs) * float64(size) / (st / 1e9) / 1e6
 			if k == kGo {
@@ -199,10 +229,17 @@ func Run(o Options) (*Report, error) {
 		}
 		rep.Sweep = append(rep.Sweep, pt)
 	}
+	return nil
+}
+
+// collJoin measures a 16 MB allreduce over 3 ranks and the join of 2, 8
+// and 32.
+func (r *runner) collJoin(rep *Report) error {
+	o := r.o
 	fmt.Fprintf(o.Log, "bench: allreduce\n")
 	ar, err := r.measure([]kind{kGo, kGo, kGo}, "allreduce", 16_000_000, 10, nil)
 	if err != nil {
-		return nil, fmt.Errorf("allreduce: %w", err)
+		return fmt.Errorf("allreduce: %w", err)
 	}
 	rep.AllreduceMS = ar / 1e6
 	for _, n := range []int{2, 8, 32} {
@@ -215,7 +252,7 @@ func Run(o Options) (*Report, error) {
 		for try := 0; try < 3; try++ {
 			ns, err := r.measure(ks, "join", 0, 0, nil)
 			if err != nil {
-				return nil, fmt.Errorf("join of %d: %w", n, err)
+				return fmt.Errorf("join of %d: %w", n, err)
 			}
 			if best == 0 || ns < best {
 				best = ns
@@ -223,14 +260,7 @@ func Run(o Options) (*Report, error) {
 		}
 		rep.JoinMS[strconv.Itoa(n)] = best / 1e6
 	}
-	fmt.Fprintf(o.Log, "bench: empty run\n")
-	if rep.EmptyRunMS, err = r.emptyRun(); err != nil {
-		return nil, err
-	}
-	if rep.IdleRSSMiB, err = r.idleRSS(); err != nil {
-		return nil, err
-	}
-	return rep, nil
+	return nil
 }
 
 // start starts the ranks of one job, kinds[i] for rank i, each with a

@@ -21,12 +21,12 @@ import (
 // a rank embedding runtime that runs one measurement, args MODE SIZE COUNT
 // [T0], and prints {"ns": N} on rank 0.
 func GoRank(args []string) int {
-	job, err := job.Read(os.Stdin)
+	j, err := job.Read(os.Stdin)
 	if err != nil {
 		return runtime.Exit(nil, err)
 	}
 	ctx := context.Background()
-	c, err := runtime.Init(ctx, job)
+	c, err := runtime.Init(ctx, j)
 	if err != nil {
 		return runtime.Exit(nil, err)
 	}
@@ -57,63 +57,9 @@ func goMeasure(ctx context.Context, c *runtime.Comm, args []string) error {
 	warm := max(1, count/10)
 	switch mode {
 	case "pingpong":
-		if c.Rank() == 0 {
-			var t0 time.Time
-			for i := 0; i < warm+count; i++ {
-				if i == warm {
-					t0 = time.Now()
-				}
-				if err := c.Send(ctx, other, 1, msg); err != nil {
-					return err
-				}
-				if _, err := c.Recv(ctx, other, 1); err != nil {
-					return err
-				}
-			}
-			fmt.Printf("{\"ns\": %d}\n", time.Since(t0).Nanoseconds()/int64(count))
-			return nil
-		}
-		for i := 0; i < warm+count; i++ {
-			m, err := c.Recv(ctx, other, 1)
-			if err != nil {
-				return err
-			}
-			if err := c.Send(ctx, other, 1, m); err != nil {
-				return err
-			}
-		}
+		return pingpong(ctx, c, other, msg, warm, count)
 	case "stream":
-		if c.Rank() == 0 {
-			if err := c.Send(ctx, other, 2, msg); err != nil {
-				return err
-			}
-			if _, err := c.Recv(ctx, other, 3); err != nil {
-				return err
-			}
-			t0 := time.Now()
-			for i := 0; i < count; i++ {
-				if err := c.Send(ctx, other, 2, msg); err != nil {
-					return err
-				}
-			}
-			if _, err := c.Recv(ctx, other, 3); err != nil {
-				return err
-			}
-			fmt.Printf("{\"ns\": %d}\n", time.Since(t0).Nanoseconds())
-			return nil
-		}
-		for i := 0; i < count+1; i++ {
-			m, err := c.Recv(ctx, other, 2)
-			if err != nil {
-				return err
-			}
-			c.Release(m) // as an MPI program receives into one buffer
-			if i == 0 || i == count {
-				if err := c.Send(ctx, other, 3, []byte("k")); err != nil {
-					return err
-				}
-			}
-		}
+		return stream(ctx, c, other, msg, count)
 	case "allreduce":
 		data := make([]byte, size-size%8)
 		for i := 0; i < warm; i++ {
@@ -150,13 +96,82 @@ func goMeasure(ctx context.Context, c *runtime.Comm, args []string) error {
 	return nil
 }
 
+// pingpong: rank 0 sends msg and takes the answer, warm times and then
+// count times on the clock, and prints the round trip's mean; rank 1
+// answers.
+func pingpong(ctx context.Context, c *runtime.Comm, other int, msg []byte, warm, count int) error {
+	if c.Rank() == 0 {
+		var t0 time.Time
+		for i := 0; i < warm+count; i++ {
+			if i == warm {
+				t0 = time.Now()
+			}
+			if err := c.Send(ctx, other, 1, msg); err != nil {
+				return err
+			}
+			if _, err := c.Recv(ctx, other, 1); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("{\"ns\": %d}\n", time.Since(t0).Nanoseconds()/int64(count))
+		return nil
+	}
+	for i := 0; i < warm+count; i++ {
+		m, err := c.Recv(ctx, other, 1)
+		if err != nil {
+			return err
+		}
+		if err := c.Send(ctx, other, 1, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stream: rank 0 sends count messages of msg after a first one, the
+// receiver's answers to the first and the last bound the time it prints.
+func stream(ctx context.Context, c *runtime.Comm, other int, msg []byte, count int) error {
+	if c.Rank() == 0 {
+		if err := c.Send(ctx, other, 2, msg); err != nil {
+			return err
+		}
+		if _, err := c.Recv(ctx, other, 3); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		for i := 0; i < count; i++ {
+			if err := c.Send(ctx, other, 2, msg); err != nil {
+				return err
+			}
+		}
+		if _, err := c.Recv(ctx, other, 3); err != nil {
+			return err
+		}
+		fmt.Printf("{\"ns\": %d}\n", time.Since(t0).Nanoseconds())
+		return nil
+	}
+	for i := 0; i < count+1; i++ {
+		m, err := c.Recv(ctx, other, 2)
+		if err != nil {
+			return err
+		}
+		c.Release(m) // as an MPI program receives into one buffer
+		if i == 0 || i == count {
+			if err := c.Send(ctx, other, 3, []byte("k")); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // TLSRank is the bare crypto/tls pair (the hidden `sperli bench-tls`): the
 // same measurement over one TLS 1.3 connection with the job's certificates,
 // with no Sperli framing: the ceiling of any TLS transport here.
 func TLSRank(args []string) int {
-	job, err := job.Read(os.Stdin)
+	j, err := job.Read(os.Stdin)
 	if err == nil {
-		err = tlsMeasure(job, args)
+		err = tlsMeasure(j, args)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -165,23 +180,23 @@ func TLSRank(args []string) int {
 	return 0
 }
 
-func tlsMeasure(job *job.Job, args []string) error {
+func tlsMeasure(j *job.Job, args []string) error {
 	mode, size, count, err := parseArgs(args)
 	if err != nil {
 		return err
 	}
-	pool, _, err := pki.Pool(job.CA)
+	pool, _, err := pki.Pool(j.CA)
 	if err != nil {
 		return err
 	}
-	leaf, err := x509.ParseCertificate(job.Cert)
+	leaf, err := x509.ParseCertificate(j.Cert)
 	if err != nil {
 		return err
 	}
-	cert := tls.Certificate{Certificate: [][]byte{job.Cert}, PrivateKey: ed25519.NewKeyFromSeed(job.Key), Leaf: leaf}
+	cert := tls.Certificate{Certificate: [][]byte{j.Cert}, PrivateKey: ed25519.NewKeyFromSeed(j.Key), Leaf: leaf}
 	var conn *tls.Conn
-	if job.Rank == 1 {
-		ln, err := net.FileListener(os.NewFile(uintptr(job.ListenFD), "listener"))
+	if j.Rank == 1 {
+		ln, err := net.FileListener(os.NewFile(uintptr(j.ListenFD), "listener"))
 		if err != nil {
 			return err
 		}
@@ -192,12 +207,12 @@ func tlsMeasure(job *job.Job, args []string) error {
 		ln.Close()
 		conn = tls.Server(raw, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool})
 	} else {
-		addr := net.JoinHostPort(job.Hosts[1].Host, strconv.Itoa(job.Hosts[1].Port))
+		addr := net.JoinHostPort(j.Hosts[1].Host, strconv.Itoa(j.Hosts[1].Port))
 		raw, err := net.Dial("tcp", addr)
 		if err != nil {
 			return err
 		}
-		conn = tls.Client(raw, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: job.Hosts[1].Host})
+		conn = tls.Client(raw, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: j.Hosts[1].Host})
 	}
 	defer conn.Close()
 	if err := conn.Handshake(); err != nil {
@@ -213,7 +228,7 @@ func tlsMeasure(job *job.Job, args []string) error {
 			if i == warm {
 				t0 = time.Now()
 			}
-			if job.Rank == 0 {
+			if j.Rank == 0 {
 				if _, err := conn.Write(buf); err != nil {
 					return err
 				}
@@ -229,11 +244,11 @@ func tlsMeasure(job *job.Job, args []string) error {
 				}
 			}
 		}
-		if job.Rank == 0 {
+		if j.Rank == 0 {
 			fmt.Printf("{\"ns\": %d}\n", time.Since(t0).Nanoseconds()/int64(count))
 		}
 	case "stream":
-		if job.Rank == 0 {
+		if j.Rank == 0 {
 			t0 := time.Now()
 			for i := 0; i < count; i++ {
 				if _, err := conn.Write(buf); err != nil {

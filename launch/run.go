@@ -352,57 +352,13 @@ func (l *launcher) run(ctx context.Context) int {
 		l.say("run: missing PROGRAM")
 		return 2
 	}
-	var jobID *job.Identity
-	var pl *Placement
-	var err error
-	if o.JobDir != "" {
-		if o.HostsFile != "" {
-			l.say("--job and --hosts: the hosts of a job directory are its own")
-			return 2
-		}
-		var lines []hosts.Line
-		var ckpt string
-		jobID, lines, ckpt, err = LoadJobDir(o.JobDir, o.N)
-		if err != nil {
-			l.say("%v", err)
-			return ExitCode(err)
-		}
-		l.o.N, o.N = len(lines), len(lines)
-		if o.CheckpointDir == "" {
-			l.o.CheckpointDir, o.CheckpointDir = ckpt, ckpt
-		}
-		pl = &Placement{File: filepath.Join(o.JobDir, "rank-0.job"), Lines: lines}
-		if err := hosts.NewRefuser(os.Getenv(hosts.EnvRefused), nil).Check(pl.File, pl.Lines); err != nil {
-			l.say("%v", err)
-			return ExitCode(err)
-		}
-	} else if err := checkSize("", o.N, o.Spares); err != nil {
-		l.say("%v", err)
-		return 2
-	} else if byNode, err := checkMapBy(o.MapBy); err != nil {
-		l.say("%v", err)
-		return 2
-	} else if pl, err = Place(o.N+o.Spares, o.HostsFile, o.DenyFile, byNode); err != nil {
-		l.say("%v", err)
-		return ExitCode(err)
+	jobID, pl, code := l.placement()
+	if code != 0 {
+		return code
 	}
-	switch o.OutputMode {
-	case "", "overwrite", "append":
-	default:
-		l.say("--output-mode %q: want overwrite or append", o.OutputMode)
-		return 2
-	}
-	if o.OutputMode != "" && o.OutputDir == "" {
-		l.say("--output-mode %s: goes with --output-dir", o.OutputMode)
-		return 2
-	}
-	if o.SilenceMS != 0 && (o.SilenceMS < job.MinSilenceMS || o.SilenceMS > job.MaxSilenceMS) {
-		l.say("--silence %d: want %d to %d ms", o.SilenceMS, job.MinSilenceMS, job.MaxSilenceMS)
-		return 2
-	}
-	if o.JobDir != "" && o.Spares > 0 {
-		l.say("--spares with --job: a job directory's spares are its own (sperli job make --spares)")
-		return 2
+	o = l.o // a job directory sets -n and the checkpoint directory
+	if code := l.checkOptions(); code != 0 {
+		return code
 	}
 	star := strings.HasSuffix(o.Program, ".star")
 	infos := make([]lineInfo, o.N+o.Spares)
@@ -413,6 +369,7 @@ func (l *launcher) run(ctx context.Context) int {
 		l.say("%v", err)
 		return 2
 	}
+	var err error
 	if l.o.Self == "" {
 		if l.o.Self, err = os.Executable(); err != nil {
 			l.say("cannot find the sperli binary: %v", err)
@@ -431,6 +388,96 @@ func (l *launcher) run(ctx context.Context) int {
 		l.say("%s: %v", FailureEnv, err)
 		return 2
 	}
+	local := make([]string, o.N+o.Spares)
+	for r := range local {
+		local[r] = pl.Lines[r].Host
+	}
+	if note := oversubscribed(local); note != "" {
+		l.say("%s", note)
+	}
+	closeOut, code := l.openOutputs()
+	defer closeOut()
+	if code != 0 {
+		return code
+	}
+	code = l.restarts(ctx, id, pl, star, failures)
+	if l.out.trace != nil {
+		if err := l.out.trace.write(); err != nil {
+			l.say("%v", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
+}
+
+// placement is where the job's slots run: the hosts of a job directory
+// (--job, which also gives the job's identity, size and checkpoint
+// directory) or the placement of -n and --spares on the host list. A
+// non-zero code is the exit status of a launcher that has said why.
+func (l *launcher) placement() (*job.Identity, *Placement, int) {
+	o := l.o
+	if o.JobDir == "" {
+		if err := checkSize("", o.N, o.Spares); err != nil {
+			l.say("%v", err)
+			return nil, nil, 2
+		}
+		byNode, err := checkMapBy(o.MapBy)
+		if err != nil {
+			l.say("%v", err)
+			return nil, nil, 2
+		}
+		pl, err := Place(o.N+o.Spares, o.HostsFile, o.DenyFile, byNode)
+		if err != nil {
+			l.say("%v", err)
+			return nil, nil, ExitCode(err)
+		}
+		return nil, pl, 0
+	}
+	if o.HostsFile != "" {
+		l.say("--job and --hosts: the hosts of a job directory are its own")
+		return nil, nil, 2
+	}
+	id, lines, ckpt, err := LoadJobDir(o.JobDir, o.N)
+	if err != nil {
+		l.say("%v", err)
+		return nil, nil, ExitCode(err)
+	}
+	l.o.N = len(lines)
+	if o.CheckpointDir == "" {
+		l.o.CheckpointDir = ckpt
+	}
+	pl := &Placement{File: filepath.Join(o.JobDir, "rank-0.job"), Lines: lines}
+	if err := hosts.NewRefuser(os.Getenv(hosts.EnvRefused), nil).Check(pl.File, pl.Lines); err != nil {
+		l.say("%v", err)
+		return nil, nil, ExitCode(err)
+	}
+	return id, pl, 0
+}
+
+// checkOptions checks the options placement does not: 0, or the exit
+// status (2) of a launcher that has said which option is wrong.
+func (l *launcher) checkOptions() int {
+	o := l.o
+	switch o.OutputMode {
+	case "", "overwrite", "append":
+	default:
+		l.say("--output-mode %q: want overwrite or append", o.OutputMode)
+		return 2
+	}
+	if o.OutputMode != "" && o.OutputDir == "" {
+		l.say("--output-mode %s: goes with --output-dir", o.OutputMode)
+		return 2
+	}
+	if o.SilenceMS != 0 && (o.SilenceMS < job.MinSilenceMS || o.SilenceMS > job.MaxSilenceMS) {
+		l.say("--silence %d: want %d to %d ms", o.SilenceMS, job.MinSilenceMS, job.MaxSilenceMS)
+		return 2
+	}
+	if o.JobDir != "" && o.Spares > 0 {
+		l.say("--spares with --job: a job directory's spares are its own (sperli job make --spares)")
+		return 2
+	}
 	if o.RestartMax < 0 {
 		l.say("--restart-max %d: want 0 or more", o.RestartMax)
 		return 2
@@ -443,44 +490,39 @@ func (l *launcher) run(ctx context.Context) int {
 		l.say("--ssh-port %d: want a port from 1 to 65535", o.SSHPort)
 		return 2
 	}
-	local := make([]string, o.N+o.Spares)
-	for r := range local {
-		local[r] = pl.Lines[r].Host
-	}
-	if note := oversubscribed(local); note != "" {
-		l.say("%s", note)
-	}
+	return 0
+}
+
+// openOutputs opens what the job writes besides the terminal: the
+// generation record (--record), the per-rank files (--output-dir) and the
+// trace (--trace). close closes the record; a non-zero code is the exit
+// status of a launcher that has said why.
+func (l *launcher) openOutputs() (close func(), code int) {
+	o := l.o
+	close = func() {}
 	if o.Record != "" {
 		f, err := os.OpenFile(o.Record, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
 		if err != nil {
 			l.say("--record %s: %v", o.Record, unwrapPath(err))
-			return 2
+			return close, 2
 		}
-		defer f.Close()
+		close = func() { f.Close() }
 		l.gens.record = f
 	}
 	if o.OutputDir != "" {
 		if err := l.openFiles(); err != nil {
 			l.say("%v", err)
-			return 2
+			return close, 2
 		}
 	}
 	if o.Trace != "" {
+		var err error
 		if l.out.trace, err = openTrace(o.Trace, &l.out.memUsed); err != nil {
 			l.say("%v", err)
-			return 2
+			return close, 2
 		}
 	}
-	code := l.restarts(ctx, id, pl, star, failures)
-	if l.out.trace != nil {
-		if err := l.out.trace.write(); err != nil {
-			l.say("%v", err)
-			if code == 0 {
-				code = 1
-			}
-		}
-	}
-	return code
+	return close, 0
 }
 
 // FailureEnv is the test-only failure schedule of SPEC §9.5, read by the
@@ -646,35 +688,10 @@ func (l *launcher) incarnation(ctx context.Context, id *job.Identity, lines []ho
 	o := l.o
 	l.inc = inc
 	n := o.N + o.Spares
-	table := make([]job.Host, n)
-	listeners := make([]*os.File, n)
-	defer func() {
-		for _, f := range listeners {
-			if f != nil {
-				f.Close()
-			}
-		}
-	}()
-	for r := 0; r < n; r++ {
-		line := lines[r]
-		if hosts.IsLocal(line.Host) {
-			// Bind here and hand the socket to the rank: no port race.
-			ln, err := net.Listen("tcp", net.JoinHostPort(hosts.ListenHost(line.Host), "0"))
-			if err != nil {
-				l.say("rank %d: cannot listen on %s: %v", r, line.Host, err)
-				return 1, nil, false
-			}
-			f, err := ln.(*net.TCPListener).File()
-			ln.Close()
-			if err != nil {
-				l.say("rank %d: %v", r, err)
-				return 1, nil, false
-			}
-			listeners[r] = f
-			table[r] = job.Host{Host: line.Host, Port: portOf(ln.Addr())}
-		} else {
-			table[r] = job.Host{Host: line.Host, Port: hosts.RankPort(line, r)}
-		}
+	table, listeners, ok := l.hostTable(lines)
+	defer closeFiles(listeners)
+	if !ok {
+		return 1, nil, false
 	}
 	join := time.Duration(o.JoinMS) * time.Millisecond
 	if join == 0 {
@@ -697,7 +714,6 @@ func (l *launcher) incarnation(ctx context.Context, id *job.Identity, lines []ho
 	if !filepath.IsAbs(progAbs) {
 		progAbs = filepath.Join(mustGetwd(), progAbs)
 	}
-
 	hostNames := make([]string, n)
 	for r := range hostNames {
 		hostNames[r] = table[r].Host
@@ -710,75 +726,119 @@ func (l *launcher) incarnation(ctx context.Context, id *job.Identity, lines []ho
 			l.stopAll(procs)
 			return 1, procs, false
 		}
-		local := listeners[r] != nil
-		p := &rankProc{rank: r, host: table[r].Host, remote: !local, ended: make(chan struct{})}
 		env := rankEnv(r, hostNames, o.Env)
-		argv := rankArgv(o, star, local, table[r].Host, wdir, progAbs, env)
-		p.cmd = exec.Command(argv[0], argv[1:]...)
-		if local {
-			j.ListenFD = 3
-			p.cmd.ExtraFiles = []*os.File{listeners[r]}
-			p.cmd.Dir = wdir
-			p.cmd.Env = append(os.Environ(), env...)
-		}
-		var fo, fe *os.File
-		if l.files != nil {
-			fo, fe = l.files[r][0], l.files[r][1]
-			fmt.Fprintf(fo, "--- generation %d\n", inc)
-			fmt.Fprintf(fe, "--- generation %d\n", inc)
-		}
-		p.stdout = newStream(l.out, r, false, inc, fo)
-		p.stderr = newStream(l.out, r, true, inc, fe)
-		p.stdout.key, p.stderr.key = record.Key(j.Key), record.Key(j.Key)
-		if l.out.trace != nil {
-			p.trace = l.out.trace.proc(inc, r, procName(l.out.unit(), r, table[r].Host, inc), !local)
-			p.stderr.tp = p.trace
-		}
-		p.cmd.Stdout = p.stdout
-		p.cmd.Stderr = p.stderr
-		p.cmd.WaitDelay = 5 * time.Second
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		stdin, err := p.cmd.StdinPipe()
+		argv := rankArgv(o, star, listeners[r] != nil, table[r].Host, wdir, progAbs, env)
+		p, err := l.startRank(j, inc, argv, env, wdir, listeners[r])
 		if err != nil {
-			l.say("rank %d: %v", r, err)
-			l.stopAll(procs)
-			return 1, procs, false
-		}
-		p.stdin = stdin
-		if err := p.cmd.Start(); err != nil {
-			l.say("rank %d on %s: cannot start %s: %v", r, table[r].Host, argv[0], err)
+			l.say("%v", err)
 			l.stopAll(procs)
 			return 1, procs, false
 		}
 		procs[r] = p
-		go func() {
-			p.err = p.cmd.Wait()
-			p.state = p.cmd.ProcessState
-			p.stdout.close()
-			p.stderr.close()
-			p.status = p.stderr.status
-			close(p.ended)
-		}()
-		line := append(j.Encode(), '\n')
-		// An error is a rank that died at once; its end is seen below.
-		_, _ = stdin.Write(line)
-		if p.trace != nil {
-			p.trace.started = time.Now()
-			if p.remote {
-				go p.trace.probe(stdin, p.ended)
-			}
-		}
 	}
-	for _, f := range listeners {
-		if f != nil {
-			f.Close()
-		}
-	}
-	for i := range listeners {
-		listeners[i] = nil
-	}
+	closeFiles(listeners)
 	l.gens.start(id.ID, inc, o.N, o.Spares, procs)
 	return l.wait(ctx, procs)
+}
+
+// hostTable is the host table of an incarnation on lines: a local rank's
+// port is that of a socket bound here (its file in listeners, handed to
+// the rank: no port race), a remote rank's that of its host line. ok is
+// false, and the launcher has said why, when a socket cannot be bound.
+func (l *launcher) hostTable(lines []hosts.Line) (table []job.Host, listeners []*os.File, ok bool) {
+	n := l.o.N + l.o.Spares
+	table = make([]job.Host, n)
+	listeners = make([]*os.File, n)
+	for r := 0; r < n; r++ {
+		line := lines[r]
+		if !hosts.IsLocal(line.Host) {
+			table[r] = job.Host{Host: line.Host, Port: hosts.RankPort(line, r)}
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(hosts.ListenHost(line.Host), "0"))
+		if err != nil {
+			l.say("rank %d: cannot listen on %s: %v", r, line.Host, err)
+			return table, listeners, false
+		}
+		f, err := ln.(*net.TCPListener).File()
+		ln.Close()
+		if err != nil {
+			l.say("rank %d: %v", r, err)
+			return table, listeners, false
+		}
+		listeners[r] = f
+		table[r] = job.Host{Host: line.Host, Port: portOf(ln.Addr())}
+	}
+	return table, listeners, true
+}
+
+// closeFiles closes every file of fs that is set, and forgets it.
+func closeFiles(fs []*os.File) {
+	for i, f := range fs {
+		if f != nil {
+			f.Close()
+			fs[i] = nil
+		}
+	}
+}
+
+// startRank starts the process of j's slot with argv (a local one with
+// env in the launcher's environment, in wdir, its listening socket ln as
+// descriptor 3; a remote one through ssh, argv says how) and writes it
+// its description.
+func (l *launcher) startRank(j *job.Job, inc uint32, argv, env []string, wdir string, ln *os.File) (*rankProc, error) {
+	r, host, local := j.Rank, j.Hosts[j.Rank].Host, ln != nil
+	p := &rankProc{rank: r, host: host, remote: !local, ended: make(chan struct{})}
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	if local {
+		j.ListenFD = 3
+		p.cmd.ExtraFiles = []*os.File{ln}
+		p.cmd.Dir = wdir
+		p.cmd.Env = append(os.Environ(), env...)
+	}
+	var fo, fe *os.File
+	if l.files != nil {
+		fo, fe = l.files[r][0], l.files[r][1]
+		fmt.Fprintf(fo, "--- generation %d\n", inc)
+		fmt.Fprintf(fe, "--- generation %d\n", inc)
+	}
+	p.stdout = newStream(l.out, r, false, inc, fo)
+	p.stderr = newStream(l.out, r, true, inc, fe)
+	p.stdout.key, p.stderr.key = record.Key(j.Key), record.Key(j.Key)
+	if l.out.trace != nil {
+		p.trace = l.out.trace.proc(inc, r, procName(l.out.unit(), r, host, inc), !local)
+		p.stderr.tp = p.trace
+	}
+	p.cmd.Stdout = p.stdout
+	p.cmd.Stderr = p.stderr
+	p.cmd.WaitDelay = 5 * time.Second
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := p.cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("rank %d: %v", r, err)
+	}
+	p.stdin = stdin
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("rank %d on %s: cannot start %s: %v", r, host, argv[0], err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		p.state = p.cmd.ProcessState
+		p.stdout.close()
+		p.stderr.close()
+		p.status = p.stderr.status
+		close(p.ended)
+	}()
+	line := append(j.Encode(), '\n')
+	// An error is a rank that died at once; its end is seen by wait.
+	_, _ = stdin.Write(line)
+	if p.trace != nil {
+		p.trace.started = time.Now()
+		if p.remote {
+			go p.trace.probe(stdin, p.ended)
+		}
+	}
+	return p, nil
 }
 
 // rankArgv returns the argv that starts one rank (SPEC §3). A local rank
@@ -853,14 +913,7 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		defer t.Stop()
 		timeout = t.C
 	}
-	if l.status != nil {
-		stop, done := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(done)
-			l.statusLoop(procs, l.inc, l.every, stop)
-		}()
-		defer func() { close(stop); <-done; l.status.clear() }()
-	}
+	defer l.startStatus(procs)()
 	replacedCh := l.gens.goneGrew()
 	// A loss the job recovers from in place must give a generation: the
 	// agreement ends in milliseconds once the detector has spoken, so
@@ -875,17 +928,7 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		select {
 		case p := <-endedCh:
 			pending--
-			l.ended(p)
-			if !p.state.Success() && !p.killed {
-				l.gens.badEnd()
-			}
-			l.endReplaced(procs)
-			if !p.state.Success() && !p.killed && backstop == nil && !l.gens.recovers(p) && !l.gens.replaced(p.rank) {
-				backstop = time.After(silence + 3*time.Second)
-			}
-			if recovery == nil && !p.killed && l.gens.recovers(p) && l.gens.inPlace() {
-				recovery, recoveryGen = time.After(recoveryDeadline(silence)), l.gens.last()
-			}
+			l.onEnd(p, procs, silence, &backstop, &recovery, &recoveryGen)
 		case <-replacedCh:
 			l.endReplaced(procs)
 			if recovery != nil && l.gens.last() > recoveryGen {
@@ -936,6 +979,38 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		return code, procs, true
 	}
 	return l.outcome(procs), procs, false
+}
+
+// startStatus starts the --live status line's loop over procs, when it is
+// on; the function it returns stops it and clears the line.
+func (l *launcher) startStatus(procs []*rankProc) (stop func()) {
+	if l.status == nil {
+		return func() {}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		l.statusLoop(procs, l.inc, l.every, quit)
+	}()
+	return func() { close(quit); <-done; l.status.clear() }
+}
+
+// onEnd takes the end of rank p's process while wait waits: a bad end
+// that the job does not recover from arms the backstop (the others get
+// the silence limit and a margin to end on their own), one it recovers
+// from in place arms the recovery deadline.
+func (l *launcher) onEnd(p *rankProc, procs []*rankProc, silence time.Duration, backstop, recovery *<-chan time.Time, recoveryGen *int) {
+	l.ended(p)
+	if !p.state.Success() && !p.killed {
+		l.gens.badEnd()
+	}
+	l.endReplaced(procs)
+	if !p.state.Success() && !p.killed && *backstop == nil && !l.gens.recovers(p) && !l.gens.replaced(p.rank) {
+		*backstop = time.After(silence + 3*time.Second)
+	}
+	if *recovery == nil && !p.killed && l.gens.recovers(p) && l.gens.inPlace() {
+		*recovery, *recoveryGen = time.After(recoveryDeadline(silence)), l.gens.last()
+	}
 }
 
 // recoveryDeadline is how long a loss recovered in place may take to give

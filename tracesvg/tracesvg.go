@@ -94,19 +94,43 @@ func Render(w io.Writer, evs []Event, o Options) error {
 	if o.Width <= 0 {
 		o.Width = 1100
 	}
-	procName := map[int]string{}
-	threadName := map[trackKey]string{}
-	var spans, globals []Event
-	t0 := math.Inf(1)
+	in, err := read(evs)
+	if err != nil {
+		return err
+	}
+	pic := in.window(o)
+	order, err := pic.tracks(in)
+	if err != nil {
+		return err
+	}
+	p := &printer{w: w}
+	pic.draw(p, order, in.globals, o)
+	return p.err
+}
+
+// events is a trace read for drawing: its names, its spans and instants
+// (by track), its global instants (the launcher's lines) and its first
+// time.
+type events struct {
+	procName   map[int]string
+	threadName map[trackKey]string
+	spans      []Event
+	globals    []Event
+	t0         float64
+}
+
+// read sorts evs out, refusing a time that is not a number.
+func read(evs []Event) (*events, error) {
+	in := &events{procName: map[int]string{}, threadName: map[trackKey]string{}, t0: math.Inf(1)}
 	for _, e := range evs {
 		switch e.Ph {
 		case "M":
 			name, _ := e.Args["name"].(string)
 			switch e.Name {
 			case "process_name":
-				procName[e.Pid] = name
+				in.procName[e.Pid] = name
 			case "thread_name":
-				threadName[trackKey{e.Pid, e.Tid}] = name
+				in.threadName[trackKey{e.Pid, e.Tid}] = name
 			}
 			continue
 		case "X", "i", "I":
@@ -114,28 +138,36 @@ func Render(w io.Writer, evs []Event, o Options) error {
 			continue
 		}
 		if math.IsNaN(e.Ts) || math.IsInf(e.Ts, 0) || e.Dur < 0 || math.IsNaN(e.Dur) || math.IsInf(e.Dur, 0) {
-			return fmt.Errorf("event %q: bad ts or dur", e.Name)
+			return nil, fmt.Errorf("event %q: bad ts or dur", e.Name)
 		}
-		t0 = min(t0, e.Ts)
-		if e.Ph == "X" {
-			spans = append(spans, e)
-		} else if e.S == "g" {
-			globals = append(globals, e)
+		in.t0 = min(in.t0, e.Ts)
+		if e.Ph != "X" && e.S == "g" {
+			in.globals = append(in.globals, e)
 		} else {
-			spans = append(spans, e)
+			in.spans = append(in.spans, e)
 		}
 	}
-	if len(spans)+len(globals) == 0 {
-		return fmt.Errorf("the trace has no events to draw")
+	if len(in.spans)+len(in.globals) == 0 {
+		return nil, fmt.Errorf("the trace has no events to draw")
 	}
-	// The trace's clock is the axis (sperli's: µs since the launch); the
-	// picture starts at the first event, or at From.
-	from := t0
+	return in, nil
+}
+
+// picture is the time window drawn.
+type picture struct {
+	from, to float64
+}
+
+// window is the time window of the picture: the trace's clock is the axis
+// (sperli's: µs since the launch); the picture starts at the first event,
+// or at From, and ends at the last one's end, or at To.
+func (in *events) window(o Options) picture {
+	from := in.t0
 	if o.From > 0 {
 		from = o.From * 1000
 	}
 	to := math.Inf(-1)
-	for _, e := range append(spans, globals...) {
+	for _, e := range append(in.spans, in.globals...) {
 		to = max(to, e.Ts+e.Dur)
 	}
 	if o.To > 0 {
@@ -144,22 +176,29 @@ func Render(w io.Writer, evs []Event, o Options) error {
 	if to <= from {
 		to = from + 1
 	}
-	in := func(e Event) bool { return e.Ts+e.Dur >= from && e.Ts <= to }
+	return picture{from: from, to: to}
+}
+
+func (pic picture) in(e Event) bool { return e.Ts+e.Dur >= pic.from && e.Ts <= pic.to }
+
+// tracks puts the spans in the window on their tracks (one per process
+// and thread, in that order), each call a row below the one it is inside.
+func (pic picture) tracks(in *events) ([]*track, error) {
 	tracks := map[trackKey]*track{}
 	n := 0
-	for _, e := range spans {
-		if !in(e) {
+	for _, e := range in.spans {
+		if !pic.in(e) {
 			continue
 		}
 		n++
 		k := trackKey{e.Pid, e.Tid}
 		tr := tracks[k]
 		if tr == nil {
-			label := procName[e.Pid]
+			label := in.procName[e.Pid]
 			if label == "" {
 				label = fmt.Sprintf("pid %d", e.Pid)
 			}
-			if tn := threadName[k]; tn != "" {
+			if tn := in.threadName[k]; tn != "" {
 				label += " · " + tn
 			} else if e.Tid != 0 {
 				label += fmt.Sprintf(" · tid %d", e.Tid)
@@ -174,7 +213,7 @@ func Render(w io.Writer, evs []Event, o Options) error {
 		}
 	}
 	if n > MaxEvents {
-		return fmt.Errorf("%d events in the window, at most %d are drawn: choose a shorter window (--from, --to)", n, MaxEvents)
+		return nil, fmt.Errorf("%d events in the window, at most %d are drawn: choose a shorter window (--from, --to)", n, MaxEvents)
 	}
 	order := make([]*track, 0, len(tracks))
 	for _, tr := range tracks {
@@ -186,26 +225,37 @@ func Render(w io.Writer, evs []Event, o Options) error {
 		}
 		return a.key.tid - b.key.tid
 	})
-	// Depths: a call inside another (by time) goes a row below it.
 	for _, tr := range order {
-		slices.SortStableFunc(tr.boxes, func(a, b box) int {
-			if a.ev.Ts != b.ev.Ts {
-				return cmpF(a.ev.Ts, b.ev.Ts)
-			}
-			return cmpF(b.ev.Dur, a.ev.Dur)
-		})
-		var ends []float64
-		for i := range tr.boxes {
-			b := &tr.boxes[i]
-			for len(ends) > 0 && ends[len(ends)-1] <= b.ev.Ts {
-				ends = ends[:len(ends)-1]
-			}
-			b.depth = len(ends)
-			ends = append(ends, b.ev.Ts+b.ev.Dur)
-			tr.depth = max(tr.depth, b.depth+1)
-		}
-		tr.depth = max(tr.depth, 1)
+		tr.stack()
 	}
+	return order, nil
+}
+
+// stack gives each box of tr its depth: a call inside another (by time)
+// goes a row below it.
+func (tr *track) stack() {
+	slices.SortStableFunc(tr.boxes, func(a, b box) int {
+		if a.ev.Ts != b.ev.Ts {
+			return cmpF(a.ev.Ts, b.ev.Ts)
+		}
+		return cmpF(b.ev.Dur, a.ev.Dur)
+	})
+	var ends []float64
+	for i := range tr.boxes {
+		b := &tr.boxes[i]
+		for len(ends) > 0 && ends[len(ends)-1] <= b.ev.Ts {
+			ends = ends[:len(ends)-1]
+		}
+		b.depth = len(ends)
+		ends = append(ends, b.ev.Ts+b.ev.Dur)
+		tr.depth = max(tr.depth, b.depth+1)
+	}
+	tr.depth = max(tr.depth, 1)
+}
+
+// draw writes the picture of the tracks in order and the global instants
+// on p.
+func (pic picture) draw(p *printer, order []*track, globals []Event, o Options) {
 	y := top
 	for _, tr := range order {
 		tr.y = y
@@ -213,6 +263,7 @@ func Render(w io.Writer, evs []Event, o Options) error {
 	}
 	plotH := y - top
 	W := labelW + float64(o.Width) + margin
+	from, to := pic.from, pic.to
 	scale := float64(o.Width) / (to - from)
 	xOf := func(ts float64) float64 { return labelW + (ts-from)*scale }
 
@@ -221,13 +272,11 @@ func Render(w io.Writer, evs []Event, o Options) error {
 	notesY := legendY + 26
 	var notes []Event
 	for _, g := range globals {
-		if in(g) {
+		if pic.in(g) {
 			notes = append(notes, g)
 		}
 	}
 	H := notesY + float64(len(notes))*15 + margin
-
-	p := &printer{w: w}
 	p.f(`<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="10">`+"\n", W, H, W, H)
 	p.f(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
 	title := o.Title
@@ -293,7 +342,6 @@ func Render(w io.Writer, evs []Event, o Options) error {
 		p.f(`<text class="note" x="%.0f" y="%.0f" fill="#333"><tspan fill="#c0392b" font-weight="bold">%d</tspan>  %.1f ms  %s</text>`+"\n", margin, notesY+float64(i)*15, i+1, g.Ts/1000, esc(cut(g.Name, 170)))
 	}
 	p.f("</svg>\n")
-	return p.err
 }
 
 // Category is the kind of call an event's name says, which gives its

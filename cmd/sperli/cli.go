@@ -270,20 +270,20 @@ func newRank() *cobra.Command {
 }
 
 func runRank(prog string, args, modules []string) int {
-	job, err := job.Read(os.Stdin)
+	j, err := job.Read(os.Stdin)
 	if err != nil {
 		return runtime.Exit(nil, err)
 	}
 	ctx := context.Background()
 	// Run calls the program again in every generation after an in-place
 	// recovery (SPEC §10.2): main() runs again and resume() rolls back.
-	c, err := runtime.Run(ctx, job, func(ctx context.Context, c *runtime.Comm) error {
+	c, err := runtime.Run(ctx, j, func(ctx context.Context, c *runtime.Comm) error {
 		return starlib.Run(&starlib.Program{
 			File: prog, Args: args, Modules: modules, CacheDir: starlib.DefaultCacheDir(), Comm: c, Context: ctx,
 		})
 	})
 	if c == nil {
-		if job.Launched {
+		if j.Launched {
 			return runtime.Exit(nil, err)
 		}
 		fmt.Fprintln(os.Stderr, err)

@@ -140,22 +140,8 @@ func bench(ctx context.Context, c *runtime.Comm, m meas, target time.Duration, p
 	if m.op == "alltoall" {
 		m.bytes -= m.bytes % n
 	}
-	data := make([]byte, m.bytes)
+	data := fill(m, c.Rank())
 	elems := m.bytes / 8
-	switch m.op {
-	case "allreduce-int64":
-		for i := 0; i < elems; i++ {
-			binary.LittleEndian.PutUint64(data[8*i:], uint64(i+c.Rank()))
-		}
-	case "allreduce-float64":
-		for i := 0; i < elems; i++ {
-			binary.LittleEndian.PutUint64(data[8*i:], math.Float64bits(float64(i+c.Rank())))
-		}
-	default:
-		for i := range data {
-			data[i] = byte(i + c.Rank())
-		}
-	}
 	var out []byte
 	call := func() (err error) {
 		switch m.op {
@@ -196,18 +182,10 @@ func bench(ctx context.Context, c *runtime.Comm, m meas, target time.Duration, p
 		return err
 	}
 	if m.iters <= 0 {
-		one, err := timed(1)
-		if err != nil {
+		var err error
+		if m.iters, err = calibrate(timed, target); err != nil {
 			return err
 		}
-		if one < target.Seconds()/50 {
-			if one, err = timed(10); err != nil {
-				return err
-			}
-			one /= 10
-		}
-		k := target.Seconds() / math.Max(one, 1e-9)
-		m.iters = int(math.Max(1, math.Min(1e6, math.Round(k))))
 	}
 	if err := c.Barrier(ctx); err != nil {
 		return err
@@ -250,4 +228,43 @@ func bench(ctx context.Context, c *runtime.Comm, m meas, target time.Duration, p
 		fmt.Printf("sperli op=%s bytes=%d ranks=%d iters=%d total_s=%.6f per_call_us=%.1f\n", m.op, m.bytes, n, m.iters, slowest, slowest/float64(m.iters)*1e6)
 	}
 	return nil
+}
+
+// fill is a rank's data for m: element i is i + rank (int64 or float64
+// for the allreduces, bytes otherwise).
+func fill(m meas, rank int) []byte {
+	data := make([]byte, m.bytes)
+	elems := m.bytes / 8
+	switch m.op {
+	case "allreduce-int64":
+		for i := 0; i < elems; i++ {
+			binary.LittleEndian.PutUint64(data[8*i:], uint64(i+rank))
+		}
+	case "allreduce-float64":
+		for i := 0; i < elems; i++ {
+			binary.LittleEndian.PutUint64(data[8*i:], math.Float64bits(float64(i+rank)))
+		}
+	default:
+		for i := range data {
+			data[i] = byte(i + rank)
+		}
+	}
+	return data
+}
+
+// calibrate is the call count that takes about target, from one call on
+// the clock (ten when one is too short to tell).
+func calibrate(timed func(int) (float64, error), target time.Duration) (int, error) {
+	one, err := timed(1)
+	if err != nil {
+		return 0, err
+	}
+	if one < target.Seconds()/50 {
+		if one, err = timed(10); err != nil {
+			return 0, err
+		}
+		one /= 10
+	}
+	k := target.Seconds() / math.Max(one, 1e-9)
+	return int(math.Max(1, math.Min(1e6, math.Round(k)))), nil
 }
