@@ -104,3 +104,6 @@ func CrashForTest(c *Comm) {
 		}
 	}
 }
+
+// DefaultSpinForTest is defaultSpin.
+const DefaultSpinForTest = defaultSpin

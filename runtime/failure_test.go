@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/record"
 	"sperli/runtime"
 )
 
@@ -31,7 +32,7 @@ func TestLossAtOnce(t *testing.T) {
 		if e.Cause == nil || e.Cause.Kind != codes.CauseLost || e.Cause.Rank != 2 {
 			t.Fatalf("error %v has cause %+v, want rank 2 lost", err, e.Cause)
 		}
-		if got := runtime.ExitStatus(err); got != runtime.ExitLost {
+		if got := runtime.ExitStatus(err); got != record.ExitLost {
 			t.Errorf("ExitStatus(%v) = %d, want 75", err, got)
 		}
 	}
@@ -116,7 +117,7 @@ func TestAbort(t *testing.T) {
 		if e := codes.As(err); e.Cause == nil || e.Cause.Kind != codes.CauseAborted || e.Cause.Rank != 0 {
 			t.Fatalf("cause of %v = %+v, want rank 0 aborted", err, e.Cause)
 		}
-		if got := runtime.ExitStatus(err); got != runtime.ExitFail {
+		if got := runtime.ExitStatus(err); got != record.ExitFail {
 			t.Errorf("ExitStatus(%v) = %d, want 1", err, got)
 		}
 	}

@@ -23,9 +23,9 @@ import (
 	"sperli/wire"
 )
 
-// DialRetry is how often a dial to a rank that does not listen yet is tried
+// dialRetry is how often a dial to a rank that does not listen yet is tried
 // again (SPEC §4.2).
-const DialRetry = 100 * time.Millisecond
+const dialRetry = 100 * time.Millisecond
 
 // joined is one connection of the mesh, handshaken and helloed.
 type joined struct {
@@ -572,7 +572,7 @@ func (e *refusedError) Error() string { return e.err.Error() }
 func (e *refusedError) Unwrap() error { return e.err }
 
 // dial runs the dialer's side of the join to rank r, trying again every
-// DialRetry until the window ends. A refusal by r ends the join with r's
+// dialRetry until the window ends. A refusal by r ends the join with r's
 // code; a wrong listener is refused, logged, and dialed again.
 func (s *joinState) dial(ctx context.Context, r int) (joined, error) {
 	h := s.j.Hosts[r]
@@ -597,7 +597,7 @@ func (s *joinState) dial(ctx context.Context, r int) (joined, error) {
 			}
 			return joined{}, &codes.Error{Code: codes.Unreachable, Op: "join", Rank: r, Err: lastErr,
 				Msg: fmt.Sprintf("rank %d at %s not reachable within the join window (%v): %v", r, addr, s.j.JoinWindow(), lastErr)}
-		case <-time.After(DialRetry):
+		case <-time.After(dialRetry):
 		}
 	}
 }

@@ -105,23 +105,16 @@ func readControl(r io.Reader, w io.Writer) {
 	}
 }
 
-// Exit statuses of a rank and of the launcher (SPEC §2, §13).
-const (
-	ExitOK   = record.ExitOK
-	ExitFail = record.ExitFail
-	ExitLost = record.ExitLost // the job lost a rank
-)
-
 // ExitStatus returns the exit status for a rank that ends with err: 0 for
 // nil, 75 when the job lost a rank (H1611, or H1612 caused by a loss), 1
-// otherwise.
+// otherwise (record.ExitOK, ExitLost, ExitFail).
 func ExitStatus(err error) int { return record.ExitStatus(err) }
 
 // WriteStatus writes the status record of err, with this process's
 // counters, to w (a launched rank's standard error) as one line.
 func WriteStatus(w io.Writer, err error) {
 	st := record.StatusOf(err)
-	rs := Stats()
+	rs := stats()
 	st.Stats = &rs
 	record.WriteStatus(w, st)
 }

@@ -20,12 +20,12 @@ import (
 // loopback. MPI ranks poll instead. So a read below TLS first polls its
 // socket (non-blocking reads) for up to the spin limit, and blocks only
 // when nothing came in that time. The spin limit is SPERLI_SPIN_US
-// microseconds (default DefaultSpin); it is 0 — never spin — when this
+// microseconds (default defaultSpin); it is 0 — never spin — when this
 // host runs more ranks of the job than it has processors, as MPI turns on
 // yield-when-idle when oversubscribed, because a spinning rank would then
 // take the processor from one that computes. The handshake never spins:
 // the limit is set once the job has joined.
-const DefaultSpin = time.Millisecond
+const defaultSpin = time.Millisecond
 
 // maxSpin is the largest SPERLI_SPIN_US, one second.
 const maxSpin = time.Second
@@ -55,7 +55,7 @@ func spinLimit(j *Job) (time.Duration, error) {
 		}
 		return 0, nil
 	}
-	return DefaultSpin, nil
+	return defaultSpin, nil
 }
 
 // hostCPUs is the number of processors of the machine — not of this

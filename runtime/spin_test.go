@@ -13,7 +13,7 @@ import (
 )
 
 // TestSpinLimit: SPERLI_SPIN_US is whole microseconds 0 … 1,000,000 (else
-// H1616 naming it); unset, a rank spins DefaultSpin unless its host runs
+// H1616 naming it); unset, a rank spins defaultSpin unless its host runs
 // more ranks of the job than it has processors.
 func TestSpinLimit(t *testing.T) {
 	hostsOf := func(local, remote int) []runtime.Host {
@@ -32,8 +32,8 @@ func TestSpinLimit(t *testing.T) {
 		local, remote int
 		want          time.Duration
 	}{
-		{"", 1, 0, runtime.DefaultSpin},
-		{"", ncpu, 5, runtime.DefaultSpin},
+		{"", 1, 0, runtime.DefaultSpinForTest},
+		{"", ncpu, 5, runtime.DefaultSpinForTest},
 		{"", ncpu + 1, 0, 0},
 		{"0", 1, 0, 0},
 		{"250", ncpu + 1, 0, 250 * time.Microsecond},

@@ -36,8 +36,8 @@ var counters struct {
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
-// Stats returns this process's counters.
-func Stats() record.RankStats {
+// stats returns this process's counters.
+func stats() record.RankStats {
 	s := record.RankStats{
 		WallMS:      time.Since(procStart).Milliseconds(),
 		RecvWaitMS:  ms(counters.recvWait.Load()),

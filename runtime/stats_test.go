@@ -13,7 +13,7 @@ import (
 // to collectives and to its kind, a checkpoint's to checkpoints; sends
 // count.
 func TestCountWait(t *testing.T) {
-	before := Stats()
+	before := stats()
 	done := &recvOp{data: []byte("12345"), done: make(chan struct{})}
 	close(done.done)
 	leaveWait(enterWait(recvWait{r: done}, 0, 1))
@@ -23,7 +23,7 @@ func TestCountWait(t *testing.T) {
 	countSend(7)
 	countColl(KindBarrier)
 	countColl(kindCkptBegin)
-	after := Stats()
+	after := stats()
 	if got := after.RecvMsgs - before.RecvMsgs; got != 1 {
 		t.Errorf("%d messages received, want 1", got)
 	}
@@ -54,12 +54,12 @@ func TestCountWait(t *testing.T) {
 // their kind, sent and taken apart; a checkpoint's in neither.
 func TestCountCollFrames(t *testing.T) {
 	countColl(KindAllreduce) // a kind shows once called
-	before := Stats()
+	before := stats()
 	countCollFrame(KindAllreduce, true, 8)
 	countCollFrame(KindAllreduce, true, 16)
 	countCollFrame(KindAllreduce, false, 24)
 	countCollFrame(kindCkptBegin, true, 100)
-	after := Stats()
+	after := stats()
 	if after.SentMsgs-before.SentMsgs != 2 || after.SentBytes-before.SentBytes != 24 || after.RecvMsgs-before.RecvMsgs != 1 || after.RecvBytes-before.RecvBytes != 24 {
 		t.Errorf("totals: %+v then %+v, want 2 frames (24 bytes) sent and 1 (24 bytes) taken more", before, after)
 	}

@@ -56,9 +56,9 @@ func leaveWait(w *waitInfo) {
 	}
 }
 
-// Waiting returns the call this process waits in and for how long; ""
+// currentWait returns the call this process waits in and for how long; ""
 // when it waits in none.
-func Waiting() (string, time.Duration) {
+func currentWait() (string, time.Duration) {
 	w := current.Load()
 	if w == nil {
 		return "", 0

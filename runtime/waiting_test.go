@@ -36,8 +36,8 @@ func TestWaitingRecord(t *testing.T) {
 			t.Errorf("record %d: rank %d for %d, want rank %d for %d", i, rec.Rank, rec.For, wantRank, wantFor[i])
 		}
 	}
-	if call, _ := Waiting(); call != "" {
-		t.Errorf("after leaving every wait, Waiting() = %q", call)
+	if call, _ := currentWait(); call != "" {
+		t.Errorf("after leaving every wait, currentWait() = %q", call)
 	}
 }
 
