@@ -111,9 +111,10 @@ func Choose(kind Kind, size, n int) (Rule, bool) {
 }
 
 // Run runs c over l by its line of the table and returns this rank's
-// result: new bytes, which the caller owns (a frame's Data it may Release
-// later). Reduce and gather return empty bytes off the root. An error is
-// the Link's (from Send, Take or Mismatch), returned as it is.
+// result, which the caller owns: new bytes, or the Data of a frame taken
+// and not released. Reduce and gather return no bytes (nil or empty) off
+// the root. An error is the Link's (from Send, Take or Mismatch), returned
+// as it is.
 func Run(l Link, c Call) ([]byte, error) {
 	c.n = len(c.Data)
 	if c.Kind == Bcast && l.Rank() != c.Root && l.Size() > 1 {
