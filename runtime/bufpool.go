@@ -39,15 +39,17 @@ func getBuf(n int) []byte {
 	return make([]byte, n, 1<<k)
 }
 
-// putBuf keeps b for a later getBuf if it came from one.
+// putBuf keeps b for a later getBuf if it came from one. Only such a b
+// costs the allocation of the pointer the pool keeps (whole is its own
+// variable: were it b, every call would move b to the heap).
 func putBuf(b []byte) {
 	c := cap(b)
 	k := sizeClass(c)
 	if k < 0 || c != 1<<k {
 		return
 	}
-	b = b[:c]
-	payloadPools[k].Put(&b)
+	whole := b[:c]
+	payloadPools[k].Put(&whole)
 }
 
 // Release hands a message this rank received (from Recv, FinishRecv or a

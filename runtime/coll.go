@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"sperli/codes"
+	"sperli/runtime/sched"
 	"sperli/wire"
 )
 
@@ -16,7 +17,8 @@ import (
 const MaxCollective = 16777200
 
 // Kind is a collective call. The numbers travel in call descriptors:
-// append only.
+// append only. The kinds that run a schedule of package sched have the
+// same numbers there (sched.Kind(k) is k).
 type Kind uint8
 
 // Collective kinds.
@@ -324,9 +326,10 @@ func (c *Comm) void(k uint64, mine wire.Call, why string) error {
 	return &codes.Error{Code: codes.WrongCollective, Rank: -1, Msg: why}
 }
 
-// collCall is one collective call as a schedule sees it: its number, this
-// rank's descriptor, and the frames it sent, which must be written before
-// the call returns (they may alias the caller's data or the result).
+// collCall is one collective call as a schedule sees it (sched.Link):
+// its number, this rank's descriptor, and the frames it sent, which must
+// be written before the call returns (they may alias the caller's data or
+// the result).
 type collCall struct {
 	c    *Comm
 	ctx  context.Context
@@ -335,14 +338,33 @@ type collCall struct {
 	sent []*outFrame
 }
 
+var _ sched.Link = (*collCall)(nil)
+
 // directMax is the largest frame a collective writes from its own
 // goroutine: smaller ones are written at once when nothing is queued before
 // them (the latency path), larger ones by the writer, so that the schedule
 // takes frames while its chunks are written.
 const directMax = 64 << 10
 
-// send sends one frame of the call to rank to. data is not copied.
-func (cc *collCall) send(to int, flags uint16, data []byte) error {
+// Rank is this rank's in the communicator.
+func (cc *collCall) Rank() int { return cc.c.rank }
+
+// Size is the communicator's.
+func (cc *collCall) Size() int { return cc.c.size }
+
+// Seq is the call's number k.
+func (cc *collCall) Seq() uint64 { return cc.k }
+
+// Describe is the call as mismatch messages name it.
+func (cc *collCall) Describe() string { return describe(Kind(cc.mine.Kind), cc.mine) }
+
+// Send sends one frame of the call, behind this rank's descriptor, to rank
+// to. data is not copied; written waits for it.
+func (cc *collCall) Send(to int, ack bool, data []byte) error {
+	var flags uint16
+	if ack {
+		flags = wire.FlagAck
+	}
 	head := wire.AppendCall(make([]byte, 0, wire.CallSize), cc.mine)
 	f := &outFrame{h: wire.Header{Type: wire.Collective, Incarnation: cc.c.inc, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, head: head, payload: data, counted: true, done: make(chan struct{})}
 	cc.sent = append(cc.sent, f)
@@ -354,14 +376,22 @@ func (cc *collCall) send(to int, flags uint16, data []byte) error {
 	return cc.c.linkErr(Kind(cc.mine.Kind).String(), to, p.enqueue(f))
 }
 
-// take returns the next frame of the call from rank from (Comm.take).
-func (cc *collCall) take(from int) (collFrame, error) {
+// Take returns the next frame of the call from rank from (Comm.take: it
+// has checked the sender's descriptor against this rank's).
+func (cc *collCall) Take(from int) (sched.Frame, error) {
 	f, err := cc.c.take(cc.ctx, cc.k, cc.mine, from)
-	if err == nil {
-		countCollFrame(Kind(cc.mine.Kind), false, len(f.data))
+	if err != nil {
+		return sched.Frame{}, err
 	}
-	return f, err
+	countCollFrame(Kind(cc.mine.Kind), false, len(f.data))
+	return sched.Frame{Ack: f.flags&wire.FlagAck != 0, Len: int(f.call.Length), Data: f.data, Buf: f.buf}, nil
 }
+
+// Release hands a taken frame's payload buffer back to the pool.
+func (cc *collCall) Release(f sched.Frame) { putBuf(f.Buf) }
+
+// Mismatch ends the job: the ranks disagree about the call (H1613).
+func (cc *collCall) Mismatch(format string, args ...any) error { return cc.c.mismatch(format, args...) }
 
 // written waits until every frame the call sent is written (or the job
 // ended: then nobody reads them).
@@ -375,12 +405,33 @@ func (cc *collCall) written() {
 	}
 }
 
-// collective runs one call of the star protocol (star.go) with contribute
-// as this rank's data and finishRoot computing the results at the root.
+// star runs the star schedule (sched.Star) around the call's root, with
+// finishRoot computing the results at the root; a mismatch finishRoot
+// finds ends the job (rootFailed).
+func (cc *collCall) star(contribute []byte, finishRoot func(contrib [][]byte) (own []byte, out [][]byte, err error)) ([]byte, error) {
+	return sched.Star(cc, int(cc.mine.Root), contribute, func(contrib [][]byte) ([]byte, [][]byte, error) {
+		own, out, err := finishRoot(contrib)
+		if err != nil {
+			return nil, nil, cc.c.rootFailed(err)
+		}
+		return own, out, nil
+	})
+}
+
+// collective runs one call of the star schedule with contribute as this
+// rank's data and finishRoot computing the results at the root.
 func (c *Comm) collective(ctx context.Context, mine wire.Call, argErr string, contribute []byte,
 	finishRoot func(contrib [][]byte) (own []byte, out [][]byte, err error)) ([]byte, error) {
 	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
 		return cc.star(contribute, finishRoot)
+	})
+}
+
+// scheduled runs one collective call by its line of the schedule table
+// (sched.Run).
+func (c *Comm) scheduled(ctx context.Context, mine wire.Call, argErr string, call sched.Call) ([]byte, error) {
+	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
+		return sched.Run(cc, call)
 	})
 }
 
@@ -492,14 +543,7 @@ func rootField(root int) uint32 {
 
 // Barrier returns when every rank has called it.
 func (c *Comm) Barrier(ctx context.Context) error {
-	mine := wire.Call{Kind: uint8(KindBarrier)}
-	_, err := c.collectiveWith(ctx, mine, "", func(cc *collCall) ([]byte, error) {
-		if c.size > bruckRanks {
-			// Two steps rather than ⌈log2 n⌉ (bruckRanks says why).
-			return cc.star(nil, func([][]byte) ([]byte, [][]byte, error) { return nil, nil, nil })
-		}
-		return nil, cc.dissemination()
-	})
+	_, err := c.scheduled(ctx, wire.Call{Kind: uint8(KindBarrier)}, "", sched.Call{Kind: sched.Barrier})
 	return err
 }
 
@@ -513,18 +557,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 func (c *Comm) Reduce(ctx context.Context, root int, typ Type, op Op, data []byte) ([]byte, error) {
 	mine := wire.Call{Kind: uint8(KindReduce), Type: uint8(typ), Op: uint8(op), Root: rootField(root), Length: uint32(len(data))}
 	argErr := firstOf(c.checkRoot(root), checkReduction("reduce", typ, op, len(data)), checkData("reduce", len(data)))
-	res, err := c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
-		if c.pipelined(len(data)) {
-			return cc.reduceBlocks(typ, op, root, data)
-		}
-		if c.gathered(len(data)) {
-			return cc.bruckReduce(typ, op, data)
-		}
-		return cc.star(data, func(contrib [][]byte) ([]byte, [][]byte, error) {
-			out, err := reduceAll(typ, op, contrib)
-			return out, nil, err
-		})
-	})
+	res, err := c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Reduce, Root: root, Data: data, Fold: foldOf(typ, op)})
 	if err != nil {
 		return nil, err
 	}
@@ -539,25 +572,7 @@ func (c *Comm) Reduce(ctx context.Context, root int, typ Type, op Op, data []byt
 func (c *Comm) Allreduce(ctx context.Context, typ Type, op Op, data []byte) ([]byte, error) {
 	mine := wire.Call{Kind: uint8(KindAllreduce), Type: uint8(typ), Op: uint8(op), Root: 0, Length: uint32(len(data))}
 	argErr := firstOf(checkReduction("allreduce", typ, op, len(data)), checkData("allreduce", len(data)))
-	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
-		if c.pipelined(len(data)) {
-			return cc.allreduceBlocks(typ, op, data)
-		}
-		if c.gathered(len(data)) {
-			return cc.bruckReduce(typ, op, data)
-		}
-		return cc.star(data, func(contrib [][]byte) ([]byte, [][]byte, error) {
-			out, err := reduceAll(typ, op, contrib)
-			if err != nil {
-				return nil, nil, err
-			}
-			all := make([][]byte, c.size)
-			for i := range all {
-				all[i] = out
-			}
-			return out, all, nil
-		})
-	})
+	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Allreduce, Data: data, Fold: foldOf(typ, op)})
 }
 
 // Bcast returns root's data on every rank (new bytes). Off the root, data
@@ -569,43 +584,7 @@ func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error)
 		argErr = checkData("bcast", len(data))
 		mine.Length = uint32(len(data)) // the announcement tells the others
 	}
-	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
-		star := func() ([]byte, error) {
-			return cc.star(nil, func([][]byte) ([]byte, [][]byte, error) {
-				own := append([]byte{}, data...)
-				all := make([][]byte, c.size)
-				for i := range all {
-					all[i] = data
-				}
-				return own, all, nil
-			})
-		}
-		switch {
-		case c.size == 1:
-			return star()
-		case c.rank == root && c.pipelined(len(data)):
-			return cc.bcastChainRoot(data)
-		case c.rank == root:
-			return star()
-		}
-		// Off the root the length is unknown until the root's
-		// announcement, which says which schedule follows.
-		if err := cc.send(root, 0, nil); err != nil {
-			return nil, err
-		}
-		f, err := cc.takeChunk(root, false, 0)
-		if err != nil {
-			return nil, err
-		}
-		if n := int(f.call.Length); c.pipelined(n) {
-			return cc.bcastChainFollow(root, n)
-		}
-		f, err = cc.takeChunk(root, true, int(f.call.Length))
-		if err != nil {
-			return nil, err
-		}
-		return f.data, nil
-	})
+	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Bcast, Root: root, Data: data})
 }
 
 // Gather returns on root the contributions of every rank concatenated in
@@ -614,12 +593,7 @@ func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error)
 func (c *Comm) Gather(ctx context.Context, root int, data []byte) ([]byte, error) {
 	mine := wire.Call{Kind: uint8(KindGather), Root: rootField(root), Length: uint32(len(data))}
 	argErr := firstOf(c.checkRoot(root), checkData("gather", len(data)))
-	res, err := c.collective(ctx, mine, argErr, data, func(contrib [][]byte) ([]byte, [][]byte, error) {
-		if err := sameLengths("gather", contrib); err != nil {
-			return nil, nil, err
-		}
-		return concat(contrib), nil, nil
-	})
+	res, err := c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Gather, Root: root, Data: data})
 	if err != nil {
 		return nil, err
 	}
@@ -638,17 +612,7 @@ func (c *Comm) Scatter(ctx context.Context, root int, data []byte) ([]byte, erro
 	if argErr == "" && c.rank == root {
 		argErr = checkData("scatter", len(data))
 	}
-	return c.collective(ctx, mine, argErr, nil, func([][]byte) ([]byte, [][]byte, error) {
-		if len(data)%c.size != 0 {
-			return nil, nil, codes.New(codes.CollectiveMismatch, "scatter: %d bytes are no whole number of %d blocks", len(data), c.size)
-		}
-		n := len(data) / c.size
-		out := make([][]byte, c.size)
-		for i := range out {
-			out[i] = data[i*n : (i+1)*n]
-		}
-		return append([]byte{}, out[c.rank]...), out, nil
-	})
+	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Scatter, Root: root, Data: data})
 }
 
 // Allgather returns on every rank the contributions of every rank
@@ -657,26 +621,7 @@ func (c *Comm) Scatter(ctx context.Context, root int, data []byte) ([]byte, erro
 func (c *Comm) Allgather(ctx context.Context, data []byte) ([]byte, error) {
 	mine := wire.Call{Kind: uint8(KindAllgather), Length: uint32(len(data))}
 	argErr := checkData("allgather", len(data))
-	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
-		if c.pipelined(len(data)) {
-			return cc.allgatherRing(data)
-		}
-		if c.gathered(len(data)) {
-			blocks, err := cc.bruck(data)
-			if err != nil {
-				return nil, err
-			}
-			return concat(blocks), nil
-		}
-		return cc.star(data, func(contrib [][]byte) ([]byte, [][]byte, error) {
-			out := concat(contrib)
-			all := make([][]byte, c.size)
-			for i := range all {
-				all[i] = out
-			}
-			return append([]byte{}, out...), all, nil
-		})
-	})
+	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Allgather, Data: data})
 }
 
 // Alltoall cuts data into Size() equal blocks and sends block j to rank j;
@@ -689,9 +634,7 @@ func (c *Comm) Alltoall(ctx context.Context, data []byte) ([]byte, error) {
 	if argErr == "" && len(data)%c.size != 0 {
 		argErr = fmt.Sprintf("alltoall: %d bytes are no whole number of %d blocks", len(data), c.size)
 	}
-	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
-		return cc.pairwise(data)
-	})
+	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Alltoall, Data: data})
 }
 
 // ReduceScatter reduces data over every rank element by element with op,
@@ -704,37 +647,5 @@ func (c *Comm) ReduceScatter(ctx context.Context, typ Type, op Op, data []byte) 
 	if argErr == "" && (len(data)%c.size != 0 || (len(data)/c.size)%typ.Size() != 0) {
 		argErr = fmt.Sprintf("reduce_scatter: %d bytes are no %d equal blocks of whole %s elements", len(data), c.size, typ)
 	}
-	return c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
-		if c.pipelined(len(data)) {
-			return cc.reduceScatterBlocks(typ, op, data)
-		}
-		b := len(data) / c.size
-		if c.gathered(len(data)) {
-			out, err := cc.bruckReduce(typ, op, data)
-			if err != nil {
-				return nil, err
-			}
-			return append([]byte{}, out[c.rank*b:(c.rank+1)*b]...), nil
-		}
-		return cc.star(data, func(contrib [][]byte) ([]byte, [][]byte, error) {
-			out, err := reduceAll(typ, op, contrib)
-			if err != nil {
-				return nil, nil, err
-			}
-			blocks := make([][]byte, c.size)
-			for i := range blocks {
-				blocks[i] = out[i*b : (i+1)*b]
-			}
-			return append([]byte{}, blocks[c.rank]...), blocks, nil
-		})
-	})
-}
-
-func sameLengths(op string, contrib [][]byte) error {
-	for r, d := range contrib {
-		if len(d) != len(contrib[0]) {
-			return codes.New(codes.CollectiveMismatch, "%s: contributions of different lengths: rank %d gave %d bytes, rank 0 gave %d", op, r, len(d), len(contrib[0]))
-		}
-	}
-	return nil
+	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.ReduceScatter, Data: data, Fold: foldOf(typ, op)})
 }

@@ -80,6 +80,25 @@ func BenchmarkAllreduce16MB(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/call")
 }
 
+// BenchmarkAllreduce8B2: the latency of an 8-byte allreduce(int64, sum)
+// at 2 ranks, the small-call path (bruck: one exchange).
+func BenchmarkAllreduce8B2(b *testing.B) {
+	comms := benchJob(b, 2)
+	ctx := context.Background()
+	data := make([][]byte, len(comms))
+	for r := range data {
+		data[r] = binary.LittleEndian.AppendUint64(nil, uint64(r+1))
+	}
+	onEveryRank(b, comms, func(c *runtime.Comm, _ int) error {
+		out, err := c.Allreduce(ctx, runtime.Int64, runtime.Sum, data[c.Rank()])
+		if err == nil && binary.LittleEndian.Uint64(out) != 3 {
+			b.Errorf("allreduce = %d, want 3", binary.LittleEndian.Uint64(out))
+		}
+		return err
+	})
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), "µs/call")
+}
+
 func benchBarrier(b *testing.B, n int) {
 	comms := benchJob(b, n)
 	ctx := context.Background()

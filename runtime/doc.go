@@ -38,6 +38,13 @@
 // hand a received buffer back with Release for the next message (as an MPI
 // program receives into one buffer again); that is optional.
 //
+// Collectives. The algorithms of the collective calls, and the table that
+// chooses one for each call by kind, rank count and size, are package
+// sched's (runtime/sched); a call runs its schedule over a collCall, the
+// sched.Link that carries the call's frames behind its descriptor, and
+// folds reductions by the sched.Fold of its type and op (coll.go,
+// reduce.go).
+//
 // Waits. A receive that finds nothing polls its socket for up to
 // SPERLI_SPIN_US microseconds (default 1000) before it blocks, as MPI ranks
 // poll; a rank whose host runs more ranks of the job than it has

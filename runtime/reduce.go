@@ -3,6 +3,8 @@ package runtime
 import (
 	"fmt"
 	"unsafe"
+
+	"sperli/runtime/sched"
 )
 
 // Type is an element type of SPEC §8.2. The numbers travel in call
@@ -111,30 +113,44 @@ func checkReduction(call string, t Type, op Op, n int) string {
 	return ""
 }
 
-// reduceAll combines contributions in rank order, ((r0 ∘ r1) ∘ r2) …, into
-// new bytes. Different lengths are H1613.
-func reduceAll(t Type, op Op, contrib [][]byte) ([]byte, error) {
-	if err := sameLengths("reduce", contrib); err != nil {
-		return nil, err
-	}
-	acc := alignedBytes(len(contrib[0]))
-	copy(acc, contrib[0])
-	if op == Land || op == Lor || op == Lxor {
-		normalise(t, acc)
-	}
-	var scratch []byte
-	for _, x := range contrib[1:] {
-		if !aligned(x, t.Size()) {
-			if scratch == nil {
-				scratch = alignedBytes(len(x))
-			}
-			copy(scratch, x)
-			x = scratch
-		}
-		Combine(t, op, acc, x)
-	}
-	return acc, nil
+// reduction is a typed reduction as the schedules fold it (sched.Fold).
+type reduction struct {
+	t  Type
+	op Op
 }
+
+// reductions holds every pair of type and op, so that a call hands its
+// schedule a pointer and allocates nothing.
+var reductions = func() (all [Float64 + 1][Bxor + 1]reduction) {
+	for t := range all {
+		for op := range all[t] {
+			all[t][op] = reduction{Type(t), Op(op)}
+		}
+	}
+	return all
+}()
+
+// foldOf is the fold of op on t, or nil where op does not fit t (then the
+// call is void and runs no schedule).
+func foldOf(t Type, op Op) sched.Fold {
+	if !Fits(t, op) {
+		return nil
+	}
+	return &reductions[t][op]
+}
+
+var _ sched.Fold = (*reduction)(nil)
+
+func (r *reduction) Elem() int { return r.t.Size() }
+
+func (r *reduction) First(acc, x []byte) {
+	copy(acc, x)
+	if r.op == Land || r.op == Lor || r.op == Lxor {
+		normalise(r.t, acc)
+	}
+}
+
+func (r *reduction) Next(acc, x []byte) { Combine(r.t, r.op, acc, x) }
 
 // alignedBytes returns n bytes whose start is 8-byte aligned.
 func alignedBytes(n int) []byte {

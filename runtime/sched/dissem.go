@@ -1,4 +1,4 @@
-package runtime
+package sched
 
 // dissemination is the barrier of Hensgen, Finkel and Manber: in round r
 // (r = 0 … ⌈log2 n⌉−1) rank i sends a frame to rank (i + 2^r) mod n and
@@ -6,16 +6,17 @@ package runtime
 // heard, directly or through others, from every rank: ⌈log2 n⌉ steps of
 // latency, no rank busier than another. The distances 2^r are all below n,
 // so a rank takes at most one frame from any peer in one call.
-func (cc *collCall) dissemination() error {
-	c := cc.c
-	n, me := c.size, c.rank
+func dissemination(l Link, _ Call) ([]byte, error) {
+	n, me := l.Size(), l.Rank()
 	for d := 1; d < n; d *= 2 {
-		if err := cc.send((me+d)%n, 0, nil); err != nil {
-			return err
+		if err := l.Send((me+d)%n, false, nil); err != nil {
+			return nil, err
 		}
-		if _, err := cc.take((me - d + n) % n); err != nil {
-			return err
+		f, err := l.Take((me - d + n) % n)
+		if err != nil {
+			return nil, err
 		}
+		l.Release(f)
 	}
-	return nil
+	return nil, nil
 }

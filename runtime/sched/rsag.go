@@ -1,6 +1,4 @@
-package runtime
-
-import "sperli/wire"
+package sched
 
 // The reduce-scatter and allgather of large reductions (Rabenseifner's
 // shape, with direct sends so that the fold keeps rank order): the data is
@@ -23,38 +21,34 @@ func block(size, e, n, j int) (lo, hi int) {
 
 // foldBlocks is the first phase: it returns a new buffer of len(data)
 // bytes that holds, at this rank's block, the fold of every rank's block.
-func (cc *collCall) foldBlocks(typ Type, op Op, data []byte) ([]byte, error) {
-	c := cc.c
-	n, me, e := c.size, c.rank, typ.Size()
+func foldBlocks(l Link, fold Fold, data []byte) ([]byte, error) {
+	n, me, e := l.Size(), l.Rank(), fold.Elem()
 	for s := 1; s < n; s++ {
 		j := (me + s) % n
 		lo, hi := block(len(data), e, n, j)
 		for _, ch := range chunks(hi - lo) {
-			if err := cc.send(j, 0, data[lo+ch[0]:lo+ch[1]]); err != nil {
+			if err := l.Send(j, false, data[lo+ch[0]:lo+ch[1]]); err != nil {
 				return nil, err
 			}
 		}
 	}
 	res := alignedBytes(len(data))
 	lo, hi := block(len(data), e, n, me)
-	logical := op == Land || op == Lor || op == Lxor
 	var scratch []byte
 	for _, ch := range chunks(hi - lo) {
 		acc := res[lo+ch[0] : lo+ch[1]]
 		for r := range n {
-			x, buf := data[lo+ch[0]:lo+ch[1]], []byte(nil)
+			x := data[lo+ch[0] : lo+ch[1]]
+			var f Frame
 			if r != me {
-				f, err := cc.takeChunk(r, false, len(acc))
-				if err != nil {
+				var err error
+				if f, err = takeChunk(l, r, false, len(acc)); err != nil {
 					return nil, err
 				}
-				x, buf = f.data, f.buf
+				x = f.Data
 			}
 			if r == 0 {
-				copy(acc, x)
-				if logical {
-					normalise(typ, acc)
-				}
+				fold.First(acc, x)
 			} else {
 				if !aligned(x, e) {
 					if scratch == nil {
@@ -62,26 +56,28 @@ func (cc *collCall) foldBlocks(typ Type, op Op, data []byte) ([]byte, error) {
 					}
 					x = scratch[:copy(scratch, x)]
 				}
-				Combine(typ, op, acc, x)
+				fold.Next(acc, x)
 			}
-			putBuf(buf)
+			if r != me {
+				l.Release(f)
+			}
 		}
 	}
 	return res, nil
 }
 
 // allreduceBlocks is foldBlocks, then every rank's block to every rank.
-func (cc *collCall) allreduceBlocks(typ Type, op Op, data []byte) ([]byte, error) {
-	res, err := cc.foldBlocks(typ, op, data)
+func allreduceBlocks(l Link, c Call) ([]byte, error) {
+	data := c.Data
+	res, err := foldBlocks(l, c.Fold, data)
 	if err != nil {
 		return nil, err
 	}
-	c := cc.c
-	n, me, e := c.size, c.rank, typ.Size()
+	n, me, e := l.Size(), l.Rank(), c.Fold.Elem()
 	lo, hi := block(len(data), e, n, me)
 	for s := 1; s < n; s++ {
 		for _, ch := range chunks(hi - lo) {
-			if err := cc.send((me+s)%n, wire.FlagAck, res[lo+ch[0]:lo+ch[1]]); err != nil {
+			if err := l.Send((me+s)%n, true, res[lo+ch[0]:lo+ch[1]]); err != nil {
 				return nil, err
 			}
 		}
@@ -89,7 +85,7 @@ func (cc *collCall) allreduceBlocks(typ Type, op Op, data []byte) ([]byte, error
 	for s := 1; s < n; s++ {
 		from := (me - s + n) % n
 		lo, hi := block(len(data), e, n, from)
-		if err := cc.takeInto(from, res[lo:hi]); err != nil {
+		if err := takeInto(l, from, res[lo:hi]); err != nil {
 			return nil, err
 		}
 	}
@@ -97,17 +93,17 @@ func (cc *collCall) allreduceBlocks(typ Type, op Op, data []byte) ([]byte, error
 }
 
 // reduceBlocks is foldBlocks, then every block to the root.
-func (cc *collCall) reduceBlocks(typ Type, op Op, root int, data []byte) ([]byte, error) {
-	res, err := cc.foldBlocks(typ, op, data)
+func reduceBlocks(l Link, c Call) ([]byte, error) {
+	data, root := c.Data, c.Root
+	res, err := foldBlocks(l, c.Fold, data)
 	if err != nil {
 		return nil, err
 	}
-	c := cc.c
-	n, me, e := c.size, c.rank, typ.Size()
+	n, me, e := l.Size(), l.Rank(), c.Fold.Elem()
 	if me != root {
 		lo, hi := block(len(data), e, n, me)
 		for _, ch := range chunks(hi - lo) {
-			if err := cc.send(root, wire.FlagAck, res[lo+ch[0]:lo+ch[1]]); err != nil {
+			if err := l.Send(root, true, res[lo+ch[0]:lo+ch[1]]); err != nil {
 				return nil, err
 			}
 		}
@@ -116,7 +112,7 @@ func (cc *collCall) reduceBlocks(typ Type, op Op, root int, data []byte) ([]byte
 	for r := range n {
 		if r != me {
 			lo, hi := block(len(data), e, n, r)
-			if err := cc.takeInto(r, res[lo:hi]); err != nil {
+			if err := takeInto(l, r, res[lo:hi]); err != nil {
 				return nil, err
 			}
 		}
@@ -126,24 +122,24 @@ func (cc *collCall) reduceBlocks(typ Type, op Op, root int, data []byte) ([]byte
 
 // reduceScatterBlocks is foldBlocks alone: this rank's block is its part
 // (ReduceScatter's blocks are equal, as block cuts them then).
-func (cc *collCall) reduceScatterBlocks(typ Type, op Op, data []byte) ([]byte, error) {
-	res, err := cc.foldBlocks(typ, op, data)
+func reduceScatterBlocks(l Link, c Call) ([]byte, error) {
+	res, err := foldBlocks(l, c.Fold, c.Data)
 	if err != nil {
 		return nil, err
 	}
-	lo, hi := block(len(data), typ.Size(), cc.c.size, cc.c.rank)
+	lo, hi := block(len(c.Data), c.Fold.Elem(), l.Size(), l.Rank())
 	return append([]byte{}, res[lo:hi]...), nil
 }
 
 // takeInto takes result chunks (ack) from rank from into dst.
-func (cc *collCall) takeInto(from int, dst []byte) error {
+func takeInto(l Link, from int, dst []byte) error {
 	for _, ch := range chunks(len(dst)) {
-		f, err := cc.takeChunk(from, true, ch[1]-ch[0])
+		f, err := takeChunk(l, from, true, ch[1]-ch[0])
 		if err != nil {
 			return err
 		}
-		copy(dst[ch[0]:ch[1]], f.data)
-		putBuf(f.buf)
+		copy(dst[ch[0]:ch[1]], f.Data)
+		l.Release(f)
 	}
 	return nil
 }

@@ -1,0 +1,33 @@
+package runtime
+
+import (
+	"testing"
+
+	"sperli/runtime/sched"
+)
+
+// TestSchedKinds: the kinds of package sched are runtime's, number for
+// number (both are the kind in a call descriptor).
+func TestSchedKinds(t *testing.T) {
+	for k := KindBarrier; k <= KindReduceScatter; k++ {
+		if got := sched.Kind(k).String(); got != k.String() {
+			t.Errorf("sched.Kind(%d) = %s, want %s", k, got, k)
+		}
+	}
+}
+
+// TestFoldOf: a reduction hands the schedules the fold of its type and op,
+// and none where the op does not fit the type.
+func TestFoldOf(t *testing.T) {
+	for typ := Bytes; typ <= Float64+1; typ++ {
+		for op := Sum; op <= Bxor+1; op++ {
+			f := foldOf(typ, op)
+			switch {
+			case Fits(typ, op) && (f == nil || f.Elem() != typ.Size()):
+				t.Errorf("foldOf(%s, %s) = %v, want the fold of %d-byte elements", typ, op, f, typ.Size())
+			case !Fits(typ, op) && f != nil:
+				t.Errorf("foldOf(%s, %s) = %v, want nil", typ, op, f)
+			}
+		}
+	}
+}

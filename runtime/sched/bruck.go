@@ -1,0 +1,79 @@
+package sched
+
+// bruck is the allgather of Bruck, Ho, Kipnis, Upfal and Weathersby for
+// small blocks: in the round of distance d (1, 2, 4, …) rank i sends rank
+// (i − d) mod n the blocks it holds, those of ranks i … i+d−1 (fewer in the
+// last round, so that no block comes twice), and takes from rank
+// (i + d) mod n the blocks of ranks i+d … . After ⌈log2 n⌉ rounds it holds
+// every rank's block. That is ⌈log2 n⌉ steps of latency, one frame sent
+// and one taken per step, where the star takes two steps and its root
+// serialises 2(n−1) frames; at two ranks it is one exchange. Every rank's
+// result depends on a frame from every rank, directly or through others,
+// and the distances are all below n, so a rank takes at most one frame
+// from any peer in one call. Every block has the call's length, which
+// takeChunk checks.
+//
+// It returns the blocks by rank. The reductions fold them in rank order on
+// every rank, so every rank computes the same bytes the star's root would.
+func bruck(l Link, data []byte) ([][]byte, error) {
+	n, me, b := l.Size(), l.Rank(), len(data)
+	// held[j*b:] is the block of rank (me+j) mod n. Its capacity is the
+	// whole, so appending never moves what a frame sent still aliases.
+	held := make([]byte, b, n*b)
+	copy(held, data)
+	for d := 1; d < n; d *= 2 {
+		cnt := min(d, n-d)
+		if err := l.Send((me-d+n)%n, false, held[:cnt*b]); err != nil {
+			return nil, err
+		}
+		f, err := takeChunk(l, (me+d)%n, false, cnt*b)
+		if err != nil {
+			return nil, err
+		}
+		held = append(held, f.Data...)
+		l.Release(f)
+	}
+	out := make([][]byte, n)
+	for j := range n {
+		out[(me+j)%n] = held[j*b : (j+1)*b]
+	}
+	return out, nil
+}
+
+func bruckAllgather(l Link, c Call) ([]byte, error) {
+	blocks, err := bruck(l, c.Data)
+	if err != nil {
+		return nil, err
+	}
+	return concat(blocks), nil
+}
+
+// bruckAllreduce gathers every rank's data by bruck and folds it in rank
+// order: every rank returns the same new bytes.
+func bruckAllreduce(l Link, c Call) ([]byte, error) {
+	blocks, err := bruck(l, c.Data)
+	if err != nil {
+		return nil, err
+	}
+	return foldAll(c.Fold, blocks), nil
+}
+
+// bruckReduce is bruckAllreduce whose fold only the root keeps, so only
+// the root folds.
+func bruckReduce(l Link, c Call) ([]byte, error) {
+	blocks, err := bruck(l, c.Data)
+	if err != nil || l.Rank() != c.Root {
+		return nil, err
+	}
+	return foldAll(c.Fold, blocks), nil
+}
+
+// bruckReduceScatter is bruckAllreduce cut to this rank's block.
+func bruckReduceScatter(l Link, c Call) ([]byte, error) {
+	out, err := bruckAllreduce(l, c)
+	if err != nil {
+		return nil, err
+	}
+	b := len(c.Data) / l.Size()
+	return append([]byte{}, out[l.Rank()*b:(l.Rank()+1)*b]...), nil
+}

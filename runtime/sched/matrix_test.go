@@ -1,0 +1,313 @@
+package sched
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"unsafe"
+)
+
+// The matrix: every collective at every rank count of rankCounts and data
+// sizes on both sides of every switch of the table (bruckMax for all ranks'
+// data together, chainMin per rank), over the fake Link, each rank's
+// result checked against what the test computes by itself: the plain
+// concatenations and cuts, and for reductions the sequential fold in rank
+// order, ((r0 ∘ r1) ∘ r2) … (float sums included, whose bytes depend on
+// the order).
+//
+// Not every size at every rank count: sizes around the chunk, where the
+// pipelines cut their data, run at chunkRanks (the cut does not depend on
+// the rank count), for the gathering calls (whose results are n times the
+// data) at 2 and 3 ranks; beyond 9 ranks the gathering calls stop at a few
+// KiB and the others at chainMin; min and max run at two sizes (sizes and
+// folds say which). The whole product takes the race detector minutes.
+
+var (
+	rankCounts  = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 32}
+	matrixKinds = []Kind{Bcast, Gather, Scatter, Allgather, Alltoall, Reduce, Allreduce, ReduceScatter}
+	chunkRanks  = []int{2, 3, 5}
+)
+
+// testFold is a reduction of 8-byte elements by op on their bits. It
+// checks the alignment Fold promises.
+type testFold struct {
+	t    *testing.T
+	name string
+	op   func(a, b uint64) uint64
+}
+
+func (f *testFold) Elem() int { return 8 }
+
+func (f *testFold) First(acc, x []byte) {
+	f.aligned(acc)
+	copy(acc, x)
+}
+
+func (f *testFold) Next(acc, x []byte) {
+	f.aligned(acc)
+	f.aligned(x)
+	a, b := words(acc), words(x)
+	for i := range a {
+		a[i] = f.op(a[i], b[i])
+	}
+}
+
+func (f *testFold) aligned(b []byte) {
+	if len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%8 != 0 {
+		f.t.Errorf("%s: a fold got a slice at %p, not 8-byte aligned", f.name, &b[0])
+	}
+}
+
+// words is b as the machine's 8-byte words (b is aligned).
+func words(b []byte) []uint64 {
+	if len(b) < 8 {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8)
+}
+
+func f64(b uint64) float64 { return math.Float64frombits(b) }
+
+// folds are the reductions of the matrix at size bytes: int64 and float64
+// sums (the float sum's bytes depend on the order) at every size, int64
+// min and float64 max at 8 bytes up to 9 ranks and chainMin up to 5.
+func folds(n, size int) []*testFold {
+	fs := []*testFold{
+		{name: "int64-sum", op: func(a, b uint64) uint64 { return uint64(int64(a) + int64(b)) }},
+		{name: "float64-sum", op: func(a, b uint64) uint64 { return math.Float64bits(f64(a) + f64(b)) }},
+	}
+	if size == 8 && n <= 9 || size == chainMin && n <= 5 {
+		fs = append(fs,
+			&testFold{name: "int64-min", op: func(a, b uint64) uint64 { return uint64(min(int64(a), int64(b))) }},
+			&testFold{name: "float64-max", op: func(a, b uint64) uint64 { return math.Float64bits(max(f64(a), f64(b))) }})
+	}
+	return fs
+}
+
+// wantFold is the sequential fold of the ranks' data in rank order,
+// element by element, computed without the schedules or a Fold.
+func wantFold(op func(a, b uint64) uint64, data [][]byte) []byte {
+	out := make([]byte, len(data[0]))
+	acc := words(out)
+	copy(out, data[0])
+	for _, d := range data[1:] {
+		for i, x := range words(d) {
+			acc[i] = op(acc[i], x)
+		}
+	}
+	return out
+}
+
+// sizes are the bytes per rank of kind at n ranks: on both sides of every
+// switch, whole multiples of unit (8, or 8n where the data is n blocks of
+// elements).
+func sizes(kind Kind, n int) []int {
+	unit := 8
+	if kind == Alltoall || kind == Scatter || kind == ReduceScatter {
+		unit = 8 * n
+	}
+	gathers := kind == Gather || kind == Allgather // results n times the data
+	bytesOnly := gathers || kind == Bcast
+	reduces := kind == Reduce || kind == Allreduce || kind == ReduceScatter
+	targets := []int{0, 8, 3 << 10, chainMin - 8, chainMin, chainMin + 8}
+	switch {
+	case gathers && n > 9:
+		targets = targets[:3]
+	case n > 9:
+		targets = targets[:5]
+	}
+	if n > 1 && n <= bruckRanks {
+		targets = append(targets, bruckMax/n, bruckMax/n+8)
+	}
+	if slices.Contains(chunkRanks, n) && !(gathers && n > 3) {
+		targets = append(targets, chunk, chunk+8, 300<<10)
+	}
+	if reduces && n == 2 {
+		targets = append(targets, 2*chunk+16) // blocks of more than a chunk
+	}
+	if bytesOnly {
+		targets = append(targets, 5, 3<<10+3) // no whole elements
+	}
+	var out []int
+	for _, x := range targets {
+		if bytesOnly {
+			out = append(out, x)
+			continue
+		}
+		lo := x - x%unit
+		out = append(out, lo)
+		if lo < x {
+			out = append(out, lo+unit)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// ranksData is every rank's data for the matrix at n ranks, max bytes
+// each; a case takes the first bytes of it. The elements are random floats
+// of magnitudes from 2^-30 to 2^31 and both signs, so that their sum
+// depends on the order.
+func ranksData(n, max int) [][]byte {
+	rng := rand.New(rand.NewPCG(uint64(n), 20))
+	data := make([][]byte, n)
+	for r := range data {
+		data[r] = make([]byte, max)
+		w := words(data[r])
+		for i := range w {
+			m := rng.Uint64()
+			exp := 1023 - 30 + (m>>52&0x7ff)%61
+			w[i] = m&(1<<63|1<<52-1) | exp<<52
+		}
+	}
+	return data
+}
+
+// prefix is the first size bytes of every rank's data.
+func prefix(data [][]byte, size int) [][]byte {
+	out := make([][]byte, len(data))
+	for r := range data {
+		out[r] = data[r][:size:size]
+	}
+	return out
+}
+
+func TestMatrix(t *testing.T) {
+	for _, n := range rankCounts {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			t.Parallel()
+			most := 0
+			for _, kind := range matrixKinds {
+				most = max(most, slices.Max(sizes(kind, n)))
+			}
+			all := ranksData(n, most)
+			t.Run("barrier", func(t *testing.T) { checkBarrier(t, n) })
+			for _, kind := range []Kind{Bcast, Gather, Scatter, Allgather, Alltoall} {
+				for _, size := range sizes(kind, n) {
+					t.Run(fmt.Sprintf("%s/%dB", kind, size), func(t *testing.T) {
+						t.Parallel()
+						checkMoves(t, kind, prefix(all, size))
+					})
+				}
+			}
+			for _, kind := range []Kind{Reduce, Allreduce, ReduceScatter} {
+				for _, size := range sizes(kind, n) {
+					for _, f := range folds(n, size) {
+						t.Run(fmt.Sprintf("%s/%dB/%s", kind, size, f.name), func(t *testing.T) {
+							t.Parallel()
+							f.t = t
+							checkReduction(t, kind, prefix(all, size), f)
+						})
+					}
+				}
+			}
+		})
+	}
+}
+
+func checkBarrier(t *testing.T, n int) {
+	_, res, errs := run(t, n, func(l *fakeLink) Call { return Call{Kind: Barrier} })
+	for r := range n {
+		if errs[r] != nil || len(res[r]) != 0 {
+			t.Errorf("barrier at rank %d = %d bytes, %v; want none, nil", r, len(res[r]), errs[r])
+		}
+	}
+}
+
+// checkMoves runs a collective that moves data without folding it.
+func checkMoves(t *testing.T, kind Kind, data [][]byte) {
+	n, size := len(data), len(data[0])
+	root := n / 2
+	_, res, errs := run(t, n, func(l *fakeLink) Call {
+		c := Call{Kind: kind, Data: data[l.rank]}
+		switch kind {
+		case Bcast, Scatter:
+			c.Root = root
+			if l.rank != root { // their data is ignored: give none
+				c.Data = nil
+			}
+		case Gather:
+			c.Root = root
+		}
+		l.desc = descLen(kind, l.rank, root, len(c.Data))
+		return c
+	})
+	for r := range n {
+		var want []byte
+		switch kind {
+		case Bcast:
+			want = data[root]
+		case Scatter:
+			b := size / n
+			want = data[root][r*b : (r+1)*b]
+		case Gather:
+			if r == root {
+				want = bytes.Join(data, nil)
+			}
+		case Allgather:
+			want = bytes.Join(data, nil)
+		case Alltoall:
+			b := size / n
+			for j := range n {
+				want = append(want, data[j][r*b:(r+1)*b]...)
+			}
+		}
+		checkResult(t, kind, r, res[r], errs[r], want)
+	}
+}
+
+// checkReduction runs a reduction of every rank's data by f.
+func checkReduction(t *testing.T, kind Kind, data [][]byte, f *testFold) {
+	n, size := len(data), len(data[0])
+	sum := wantFold(f.op, data)
+	if f.name == "float64-sum" && n >= 3 && size >= 64 {
+		// The check has teeth: another order gives other bytes.
+		rev := slices.Clone(data)
+		slices.Reverse(rev)
+		if bytes.Equal(wantFold(f.op, rev), sum) {
+			t.Fatalf("the test data's float sum does not depend on the order")
+		}
+	}
+	root := n / 2
+	_, res, errs := run(t, n, func(l *fakeLink) Call {
+		l.desc = size
+		c := Call{Kind: kind, Data: data[l.rank], Fold: f}
+		if kind == Reduce {
+			c.Root = root
+		}
+		return c
+	})
+	for r := range n {
+		var want []byte
+		switch kind {
+		case Reduce:
+			if r == root {
+				want = sum
+			}
+		case Allreduce:
+			want = sum
+		case ReduceScatter:
+			b := size / n
+			want = sum[r*b : (r+1)*b]
+		}
+		checkResult(t, kind, r, res[r], errs[r], want)
+	}
+}
+
+func checkResult(t *testing.T, kind Kind, r int, got []byte, err error, want []byte) {
+	t.Helper()
+	if err != nil {
+		t.Errorf("%s at rank %d: %v", kind, r, err)
+		return
+	}
+	if !bytes.Equal(got, want) {
+		i := 0
+		for i < min(len(got), len(want)) && got[i] == want[i] {
+			i++
+		}
+		t.Errorf("%s at rank %d = %d bytes, want %d; first difference at byte %d", kind, r, len(got), len(want), i)
+	}
+}
