@@ -1,8 +1,10 @@
 // Package runtime is the Sperli core that every rank runs, whatever it is
-// written in: the job description, the mutual-TLS join, point-to-point
-// messages, failure detection, and collectives (SPEC §6–§8, §15). It knows
-// nothing of Starlark or the command line; starlib and the sperli binary
-// are built on it, and any Go program can embed it.
+// written in: the mutual-TLS join, point-to-point messages, failure
+// detection, collectives, checkpoints and recovery (SPEC §6–§10, §15). It
+// knows nothing of Starlark or the command line; starlib and the sperli
+// binary are built on it, and any Go program can embed it. The job
+// description is package job's (Job, Host and ReadJob here are its);
+// what a launched rank writes for its launcher is package record's.
 //
 // A rank reads its job description (the first line of standard input when
 // a launcher started it), joins, works, and exits with the status Exit
@@ -28,7 +30,15 @@
 //
 // Started by srun --mpi=pmi2 with nothing on standard input, the same
 // ReadJob makes the description through PMI-1 with the other tasks of the
-// step (FromPMI, SPEC §17): the program does not change.
+// step (job.FromPMI, SPEC §17): the program does not change.
+//
+// The process shell (shell.go) is what a rank does as a process: Init,
+// Run's and Exit's records on standard error, the control channel on
+// standard input, the process's end. The rest of the package writes to no
+// stream, reads no environment variable and ends no process; it calls back
+// what the shell gave it (proc.go). A Job with Net set listens and dials
+// through that network instead of TCP (package memnet: tests and
+// simulations).
 //
 // Every refusal is a *codes.Error (runtime.Error) whose Code is one of
 // SPEC §13; errors.As finds it. A Comm is safe for concurrent use: point-to-
@@ -55,12 +65,13 @@
 // Goroutines: per peer connection one reader and one writer (with the
 // receivers, the only code that touches the socket); one monitor per
 // process's slot (heartbeats and the silence limit of every peer); one
-// recovery goroutine (losses, the agreement on the next generation); one
-// watcher of the launcher's control channel for launched ranks. Close
-// (through Finish, Abort, Fail or Exit) stops and waits for the readers,
-// writers, monitor and recovery goroutine; the watcher waits for the
-// control channel's end, which only the launcher causes, and then returns
-// at once when the job was closed.
+// recovery goroutine (losses, the agreement on the next generation); for
+// launched ranks one watcher of the launcher's control channel, and the
+// shell's reader of standard input. Close (through Finish, Abort, Fail or
+// Exit) stops and waits for the readers, writers, monitor and recovery
+// goroutine, and ends the watcher; the shell's reader lives as long as
+// standard input (close_test.go counts goroutines after a job and after
+// an in-place recovery).
 package runtime
 
 import "sperli/codes"
