@@ -75,7 +75,8 @@ type Job struct {
 	// is not set) and dials its peers through, instead of TCP: tests and
 	// simulations give an in-memory one (package memnet).
 	Net Network `json:"-"`
-	// Now is the clock for token expiry; nil means time.Now.
+	// Now is the job's clock: token expiry, and liveness (when a peer
+	// was last heard, the silence limit's decisions); nil means time.Now.
 	Now func() time.Time `json:"-"`
 	// Logf receives the rank's own log lines (refusals seen while joining);
 	// nil writes them to standard error prefixed "sperli: rank N: ".

@@ -3,6 +3,9 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"regexp"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +64,31 @@ func TestSilence(t *testing.T) {
 	wantCode(t, "Recv from a silent peer", err, codes.PeerLost)
 	if waited < 400*time.Millisecond {
 		t.Errorf("declared lost after %v, before the 400 ms silence limit", waited)
+	}
+}
+
+// TestSilenceByTheJobsClock: liveness is decided by the job's clock
+// (Job.Now): with rank 1 silent and the clock moved two minutes on, rank 0
+// declares it lost at its monitor's next step, having heard nothing from
+// it for two minutes by that clock — which real time, within this test's
+// minute, cannot give.
+func TestSilenceByTheJobsClock(t *testing.T) {
+	ctx := testCtx(t)
+	var offset atomic.Int64
+	f := newFixture(t, 2)
+	f.spec.SilenceMS = 10000
+	f.clock = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	comms := f.initAll(ctx)
+	runtime.FreezeForTest(comms[1])
+	offset.Store(int64(2 * time.Minute))
+	_, err := comms[0].Recv(ctx, 1, 1)
+	wantCode(t, "Recv from a peer silent by the job's clock", err, codes.PeerLost)
+	m := regexp.MustCompile(`no frame for (\d+) ms`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("error %q does not say how long rank 1 was silent", err)
+	}
+	if ms, _ := strconv.Atoi(m[1]); ms < 120000 {
+		t.Errorf("rank 1 declared lost after %d ms of silence by the job's clock, want the two minutes it moved on", ms)
 	}
 }
 

@@ -31,6 +31,8 @@ type fixture struct {
 	lns  []net.Listener
 	net  *memnet.Network // nil on loopback
 	logs *logBook
+	// clock, when set, is every rank's Job.Now.
+	clock func() time.Time
 }
 
 type logBook struct {
@@ -140,6 +142,9 @@ func (f *fixture) job(rank int) *runtime.Job {
 	j.Listener = f.lns[rank]
 	if f.net != nil {
 		j.Net = f.net
+	}
+	if f.clock != nil {
+		j.Now = f.clock
 	}
 	j.Logf = f.logs.logf(rank)
 	return j

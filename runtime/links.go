@@ -37,6 +37,11 @@ type links struct {
 	stopRec chan struct{} // ends the recovery goroutine (Close)
 	recDone chan struct{} // closed when the recovery goroutine has ended
 	proc    proc          // what the process gives (proc.go)
+	// now is the clock liveness is decided by (the job's, Job.Now): the
+	// time a frame was last heard, the detector's steps, the age of a
+	// claimed loss. Timers stay real; a test that moves the clock sees
+	// the decision at the monitor's next step.
+	now     func() time.Time
 	monDone chan struct{}
 	resched chan struct{} // wakes the monitor when a silence limit changed
 	byes    chan struct{} // a bye came (a spare waits for the ranks' byes)
@@ -54,6 +59,7 @@ func newLinks(j *Job) *links {
 		monDone: make(chan struct{}),
 		resched: make(chan struct{}, 1),
 		byes:    make(chan struct{}, 1),
+		now:     j.Clock,
 	}
 	l.silenceMS.Store(int64(j.Silence() / time.Millisecond))
 	return l
@@ -288,7 +294,7 @@ func (l *links) heartbeatEvery() time.Duration {
 // detector's decision (detector.go); the monitor only brings it the time.
 func (l *links) monitor() {
 	defer close(l.monDone)
-	d := newDetector(time.Now())
+	d := newDetector(l.now())
 	seen := make([]peerSeen, 0, len(l.peers))
 	for {
 		every := l.heartbeatEvery()
@@ -311,7 +317,7 @@ func (l *links) monitor() {
 		}
 		// Nothing more to detect once the job is over; keep heartbeating
 		// until closed.
-		beat, lost := d.step(time.Now(), every, silence, seen, !l.jobOver())
+		beat, lost := d.step(l.now(), every, silence, seen, !l.jobOver())
 		if beat {
 			l.heartbeatAll()
 		}

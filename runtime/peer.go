@@ -131,7 +131,7 @@ func newPeer(l *links, rank int, conn net.Conn, silenceMS uint32) *peer {
 		p.cork, _ = nc.NetConn().(*corkConn)
 	}
 	p.silenceMS.Store(int64(silenceMS))
-	p.lastHeard.Store(time.Now().UnixNano())
+	p.lastHeard.Store(l.now().UnixNano())
 	return p
 }
 
@@ -535,7 +535,7 @@ func (p *peer) readOne() bool {
 // large frame is alive, whole frames or not.
 func (p *peer) heard(n int) {
 	if n > 0 {
-		p.lastHeard.Store(time.Now().UnixNano())
+		p.lastHeard.Store(p.l.now().UnixNano())
 	}
 }
 

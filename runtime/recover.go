@@ -193,7 +193,7 @@ func (r *recovery) handle(e recEvent) {
 				wait := r.claimWait()
 				time.AfterFunc(wait+time.Millisecond, func() { r.post(recEvent{lost: -1, check: true}) })
 			}
-			r.parked = append(r.parked, parkedMsg{e: e, m: m, at: time.Now()})
+			r.parked = append(r.parked, parkedMsg{e: e, m: m, at: r.l.now()})
 			return
 		}
 		r.onMessage(e.from, e.purpose, m)
@@ -274,7 +274,7 @@ func (r *recovery) unpark() {
 func (r *recovery) checkClaims() {
 	wait := r.claimWait()
 	for _, p := range r.parked {
-		if c := r.unconfirmed(p.m); len(c) > 0 && time.Since(p.at) >= wait {
+		if c := r.unconfirmed(p.m); len(c) > 0 && r.l.now().Sub(p.at) >= wait {
 			r.end(slotViolation(p.e.from, "it named slot %d lost, and %v later this slot still hears from that slot (its silence limit is %d ms)", c[0], wait, r.l.silenceMS.Load()))
 			return
 		}
