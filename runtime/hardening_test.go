@@ -25,7 +25,7 @@ import (
 // its operation open instead (TestBothWaits finishes one again).
 func TestCancelledRecvWithdraws(t *testing.T) {
 	ctx := testCtx(t)
-	comms := newFixtureTCP(t, 2).initAll(ctx)
+	comms := newFixture(t, 2).initAll(ctx)
 	a, b := comms[0], comms[1]
 
 	gone, cancel := context.WithCancel(ctx)
@@ -66,7 +66,7 @@ func reasonPayload(code uint16, cause byte, rank int32, msg string) []byte {
 // of rank 2 ends rank 0 with "job ended by rank 2", not by the relay.
 func TestRelayedAbortNamesItsOrigin(t *testing.T) {
 	ctx := testCtx(t)
-	comms := newFixtureTCP(t, 3).initAll(ctx)
+	comms := newFixture(t, 3).initAll(ctx)
 	newHostile(t, comms[1]).write(0, rawFrame{Type: tAbort, Payload: reasonPayload(1612, 3, 2, "aborted")})
 	_, err := comms[0].Recv(ctx, 2, 1)
 	wantCode(t, "Recv after the relayed abort", err, codes.JobEnded)
@@ -79,7 +79,7 @@ func TestRelayedAbortNamesItsOrigin(t *testing.T) {
 // protocol violation (H1627) at the rank that reads it.
 func TestAbortAboutNoRank(t *testing.T) {
 	ctx := testCtx(t)
-	comms := newFixtureTCP(t, 3).initAll(ctx)
+	comms := newFixture(t, 3).initAll(ctx)
 	newHostile(t, comms[1]).write(0, rawFrame{Type: tAbort, Payload: reasonPayload(1612, 3, 9, "aborted")})
 	_, err := comms[0].Recv(ctx, 2, 1)
 	wantCode(t, "Recv after an abort about rank 9", err, codes.ProtocolViolation)
@@ -93,7 +93,7 @@ func TestAbortAboutNoRank(t *testing.T) {
 // H1612 naming the code, never a false loss (H1611, exit 75, a restart).
 func TestRefusedFrameToldToSender(t *testing.T) {
 	ctx := testCtx(t)
-	comms := newFixtureTCP(t, 2).initAll(ctx)
+	comms := newFixture(t, 2).initAll(ctx)
 	// A silence limit of 0 ms is outside 100 … 86,400,000 (protocol.md §3.4).
 	newHostile(t, comms[1]).write(0, rawFrame{Type: tSilence, Payload: []byte{0, 0, 0, 0}})
 	_, err := comms[0].Recv(ctx, 1, 1)
@@ -121,7 +121,7 @@ func TestVoidThenFailIsH1618Everywhere(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			ctx := testCtx(t)
-			comms := newFixtureTCP(t, 3).initAll(ctx)
+			comms := newFixture(t, 3).initAll(ctx)
 			wrong := func(c *runtime.Comm) error {
 				_, err := c.Allreduce(ctx, runtime.Int64, runtime.Sum, make([]byte, 7))
 				c.Fail(err)
@@ -186,7 +186,7 @@ func wantViolationBy(t *testing.T, ctx context.Context, c, liar *runtime.Comm, w
 func TestWindowEnforced(t *testing.T) {
 	t.Run("16 MiB frames", func(t *testing.T) {
 		ctx := testCtx(t)
-		comms := newFixtureTCP(t, 2).initAll(ctx)
+		comms := newFixture(t, 2).initAll(ctx)
 		h := newHostile(t, comms[1])
 		big := rawFrame{Type: tData, Tag: 1, Payload: make([]byte, 16<<20)}
 		for i := 0; i < 4; i++ { // 4 × (16 MiB + 256) is past 64 MiB
@@ -196,7 +196,7 @@ func TestWindowEnforced(t *testing.T) {
 	})
 	t.Run("empty frames", func(t *testing.T) {
 		ctx := testCtx(t)
-		comms := newFixtureTCP(t, 2).initAll(ctx)
+		comms := newFixture(t, 2).initAll(ctx)
 		h := newHostile(t, comms[1])
 		// 64 MiB / 256 bytes a frame: the 262,145th is past the window.
 		batch := make([]rawFrame, 4096)
@@ -210,7 +210,7 @@ func TestWindowEnforced(t *testing.T) {
 	})
 	t.Run("credit not used", func(t *testing.T) {
 		ctx := testCtx(t)
-		comms := newFixtureTCP(t, 2).initAll(ctx)
+		comms := newFixture(t, 2).initAll(ctx)
 		credit := binary.BigEndian.AppendUint64(nil, 1<<63)
 		newHostile(t, comms[1]).write(0, rawFrame{Type: tCredit, Payload: credit})
 		wantViolation(t, ctx, comms[0], comms[1])
@@ -226,7 +226,7 @@ func TestWindowHoldsWithinItsMemory(t *testing.T) {
 		t.Skip("sends 262,144 messages")
 	}
 	ctx := testCtx(t)
-	comms := newFixtureTCP(t, 2).initAll(ctx)
+	comms := newFixture(t, 2).initAll(ctx)
 	var before, after goruntime.MemStats
 	goruntime.GC()
 	goruntime.ReadMemStats(&before)
@@ -460,7 +460,7 @@ func TestRefusalLogRateLimited(t *testing.T) {
 // off at the window (H1627) instead of growing a map without bound.
 func TestVoidFloodBounded(t *testing.T) {
 	ctx := testCtx(t)
-	comms := newFixtureTCP(t, 2).initAll(ctx)
+	comms := newFixture(t, 2).initAll(ctx)
 	h := newHostile(t, comms[1])
 	desc := []byte{4, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 7} // allreduce(int64, sum), 7 bytes
 	batch := make([]rawFrame, 4096)

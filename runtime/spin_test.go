@@ -75,7 +75,7 @@ func TestCPUList(t *testing.T) {
 // TestInitRefusesBadSpin: a rank with a malformed SPERLI_SPIN_US does not
 // join (H1616), and says why.
 func TestInitRefusesBadSpin(t *testing.T) {
-	f := newFixtureTCP(t, 2)
+	f := newFixture(t, 2)
 	t.Setenv("SPERLI_SPIN_US", "fast")
 	_, err := runtime.Init(testCtx(t), f.job(0))
 	wantCode(t, "Init with SPERLI_SPIN_US=fast", err, codes.OutOfRange)
