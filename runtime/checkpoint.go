@@ -42,12 +42,12 @@ const (
 // job's sequence of calls like any collective, so a rank that checkpoints
 // while another calls a collective is a mismatch (H1613).
 const (
-	kindCkptBegin     Kind = 64
-	kindCkptCommit    Kind = 65
-	kindResumeOffer   Kind = 66
-	kindResumeCommit  Kind = 67
-	kindResumeStatus  Kind = 68
-	kindResumeRestore Kind = 69
+	kindCkptBegin     collKind = 64
+	kindCkptCommit    collKind = 65
+	kindResumeOffer   collKind = 66
+	kindResumeCommit  collKind = 67
+	kindResumeStatus  collKind = 68
+	kindResumeRestore collKind = 69
 )
 
 func init() {
@@ -244,7 +244,7 @@ func buddyName(rank int) string { return fmt.Sprintf("rank-%d.ckpt.buddy", rank)
 // every record with check (a record that fails is H1627 naming its
 // sender) and computes the verdict with decide, every rank returns the
 // verdict. The caller checks the verdict: it comes from a peer too.
-func (c *Comm) agree(ctx context.Context, kind Kind, rec []byte, check func([]byte) error, decide func([][]byte) []byte) ([]byte, error) {
+func (c *Comm) agree(ctx context.Context, kind collKind, rec []byte, check func([]byte) error, decide func([][]byte) []byte) ([]byte, error) {
 	mine := wire.Call{Kind: uint8(kind), Length: uint32(len(rec))}
 	return c.collective(ctx, mine, "", rec, func(all [][]byte) ([]byte, [][]byte, error) {
 		for r, x := range all {

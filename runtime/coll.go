@@ -16,30 +16,30 @@ import (
 // within the 16 MiB frame limit.
 const MaxCollective = 16777200
 
-// Kind is a collective call. The numbers travel in call descriptors:
+// collKind is a collective call. The numbers travel in call descriptors:
 // append only. The kinds that run a schedule of package sched have the
 // same numbers there (sched.Kind(k) is k).
-type Kind uint8
+type collKind uint8
 
 // Collective kinds.
 const (
-	KindBarrier       Kind = 1
-	KindBcast         Kind = 2
-	KindReduce        Kind = 3
-	KindAllreduce     Kind = 4
-	KindGather        Kind = 5
-	KindScatter       Kind = 6
-	KindAllgather     Kind = 7
-	KindAlltoall      Kind = 8
-	KindReduceScatter Kind = 9
-	KindSplit         Kind = 10
-	KindAgree         Kind = 11 // Comm.Agree: no collective frames, named in waiting reports
+	kindBarrier       collKind = 1
+	kindBcast         collKind = 2
+	kindReduce        collKind = 3
+	kindAllreduce     collKind = 4
+	kindGather        collKind = 5
+	kindScatter       collKind = 6
+	kindAllgather     collKind = 7
+	kindAlltoall      collKind = 8
+	kindReduceScatter collKind = 9
+	kindSplit         collKind = 10
+	kindAgree         collKind = 11 // Comm.Agree: no collective frames, named in waiting reports
 )
 
-var kindNames = map[Kind]string{KindBarrier: "barrier", KindBcast: "bcast", KindReduce: "reduce", KindAllreduce: "allreduce", KindGather: "gather", KindScatter: "scatter",
-	KindAllgather: "allgather", KindAlltoall: "alltoall", KindReduceScatter: "reduce_scatter", KindSplit: "split", KindAgree: "agree"}
+var kindNames = map[collKind]string{kindBarrier: "barrier", kindBcast: "bcast", kindReduce: "reduce", kindAllreduce: "allreduce", kindGather: "gather", kindScatter: "scatter",
+	kindAllgather: "allgather", kindAlltoall: "alltoall", kindReduceScatter: "reduce_scatter", kindSplit: "split", kindAgree: "agree"}
 
-func (k Kind) String() string {
+func (k collKind) String() string {
 	if s, ok := kindNames[k]; ok {
 		return s
 	}
@@ -148,25 +148,25 @@ func (c *Comm) collArrive(p *peer, h wire.Header, payload []byte) error {
 	return nil
 }
 
-func describe(k Kind, call wire.Call) string {
+func describe(k collKind, call wire.Call) string {
 	switch k {
-	case KindBarrier:
+	case kindBarrier:
 		return "barrier"
-	case KindBcast, KindGather, KindScatter:
+	case kindBcast, kindGather, kindScatter:
 		return fmt.Sprintf("%s(root %d)", k, call.Root)
-	case KindReduce:
+	case kindReduce:
 		return fmt.Sprintf("reduce(root %d, %s, %s)", call.Root, Type(call.Type), Op(call.Op))
-	case KindAllreduce:
+	case kindAllreduce:
 		return fmt.Sprintf("allreduce(%s, %s)", Type(call.Type), Op(call.Op))
 	}
-	return Kind(call.Kind).String()
+	return collKind(call.Kind).String()
 }
 
 // equalLengths are the calls whose every rank gives the same length of
 // data (H1613 otherwise, SPEC §8.3): a frame of such a call says the
 // sender's length, and whoever takes it compares.
-var equalLengths = map[Kind]bool{KindReduce: true, KindAllreduce: true, KindGather: true,
-	KindAllgather: true, KindAlltoall: true, KindReduceScatter: true}
+var equalLengths = map[collKind]bool{kindReduce: true, kindAllreduce: true, kindGather: true,
+	kindAllgather: true, kindAlltoall: true, kindReduceScatter: true}
 
 func sameCall(a, b wire.Call) bool {
 	return a.Kind == b.Kind && a.Root == b.Root && a.Type == b.Type && a.Op == b.Op
@@ -179,13 +179,22 @@ func (c *Comm) mismatch(format string, args ...any) error {
 	return c.deadErr()
 }
 
+// heardVoid is the outcome of call k (this rank's descriptor mine) that
+// rank v.from voided: H1618, or H1613 when it voided another kind of call.
+func (c *Comm) heardVoid(k uint64, mine wire.Call, v voidNote) error {
+	if v.call.Kind != mine.Kind {
+		return c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, v.from, collKind(v.call.Kind), describe(collKind(mine.Kind), mine))
+	}
+	return c.voidedBy(k, v.from)
+}
+
 // take returns the next frame of call k from rank from, waiting for it.
 // While it waits it watches every sign that call k cannot complete: a void
 // for k (H1618), a frame of k that is not the same call, a frame or void of
 // an earlier call this rank completed (H1613), the sender finishing.
 func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (collFrame, error) {
 	defer leaveWait(enterWait(collWait{k, mine, from}, c.worldRank(c.rank), c.worldRank(from)))
-	kind := Kind(mine.Kind)
+	kind := collKind(mine.Kind)
 	for {
 		c.mu.Lock()
 		// A void of this call counts even when the job has ended since: the
@@ -194,10 +203,7 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 		// before (SPEC §8.3: every rank returns H1618).
 		if v, ok := c.coll.voids[k]; ok {
 			c.mu.Unlock()
-			if v.call.Kind != mine.Kind {
-				return collFrame{}, c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, v.from, Kind(v.call.Kind), describe(kind, mine))
-			}
-			return collFrame{}, c.voidedBy(k, v.from)
+			return collFrame{}, c.heardVoid(k, mine, v)
 		}
 		if c.err != nil {
 			err := c.endOfCallLocked(k)
@@ -231,7 +237,7 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 			if len(q) > 0 && q[0].seq == k && !sameCall(q[0].call, mine) {
 				got := q[0].call
 				c.mu.Unlock()
-				return collFrame{}, c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, r, describe(Kind(got.Kind), got), describe(kind, mine))
+				return collFrame{}, c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, r, describe(collKind(got.Kind), got), describe(kind, mine))
 			}
 			if len(q) > 0 && q[0].seq == k && equalLengths[kind] && q[0].call.Length != mine.Length {
 				got := q[0].call
@@ -356,7 +362,7 @@ func (cc *collCall) Size() int { return cc.c.size }
 func (cc *collCall) Seq() uint64 { return cc.k }
 
 // Describe is the call as mismatch messages name it.
-func (cc *collCall) Describe() string { return describe(Kind(cc.mine.Kind), cc.mine) }
+func (cc *collCall) Describe() string { return describe(collKind(cc.mine.Kind), cc.mine) }
 
 // Send sends one frame of the call, behind this rank's descriptor, to rank
 // to. data is not copied; written waits for it.
@@ -368,12 +374,37 @@ func (cc *collCall) Send(to int, ack bool, data []byte) error {
 	head := wire.AppendCall(make([]byte, 0, wire.CallSize), cc.mine)
 	f := &outFrame{h: wire.Header{Type: wire.Collective, Incarnation: cc.c.inc, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, head: head, payload: data, counted: true, done: make(chan struct{})}
 	cc.sent = append(cc.sent, f)
-	countCollFrame(Kind(cc.mine.Kind), true, len(data))
+	countCollFrame(collKind(cc.mine.Kind), true, len(data))
 	p := cc.c.peerAt(to)
+	var err error
 	if len(data) <= directMax {
-		return cc.c.linkErr(Kind(cc.mine.Kind).String(), to, p.post(f))
+		err = p.post(f)
+	} else {
+		err = p.enqueue(f)
 	}
-	return cc.c.linkErr(Kind(cc.mine.Kind).String(), to, p.enqueue(f))
+	return cc.sendErr(cc.c.linkErr(collKind(cc.mine.Kind).String(), to, err))
+}
+
+// sendErr is the outcome of the call when a frame of it could not be sent
+// (err): as for a frame that could not be taken (Comm.take), a void of the
+// call heard before counts, and a job ended by a rank that voided a call
+// makes this one void (endOfCallLocked) — a peer that ended at once after
+// its void may have closed its connection before this rank's frame went.
+func (cc *collCall) sendErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	c := cc.c
+	c.mu.Lock()
+	v, heard := c.coll.voids[cc.k]
+	if !heard && c.err != nil {
+		err = c.endOfCallLocked(cc.k)
+	}
+	c.mu.Unlock()
+	if heard {
+		return c.heardVoid(cc.k, cc.mine, v)
+	}
+	return err
 }
 
 // Take returns the next frame of the call from rank from (Comm.take: it
@@ -383,7 +414,7 @@ func (cc *collCall) Take(from int) (sched.Frame, error) {
 	if err != nil {
 		return sched.Frame{}, err
 	}
-	countCollFrame(Kind(cc.mine.Kind), false, len(f.data))
+	countCollFrame(collKind(cc.mine.Kind), false, len(f.data))
 	return sched.Frame{Ack: f.flags&wire.FlagAck != 0, Len: int(f.call.Length), Data: f.data, Buf: f.buf}, nil
 }
 
@@ -447,7 +478,7 @@ func (c *Comm) scheduled(ctx context.Context, mine wire.Call, argErr string, cal
 func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string, run func(cc *collCall) ([]byte, error)) (out []byte, err error) {
 	c.coll.mu.Lock()
 	defer c.coll.mu.Unlock()
-	if Kind(mine.Kind) < kindCkptBegin {
+	if collKind(mine.Kind) < kindCkptBegin {
 		// The test-only failure point counts the program's collective
 		// calls, also one that a revoke or the job's end refuses below:
 		// "collective-K" is the K-th call in program order whatever the
@@ -456,7 +487,7 @@ func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string
 		c.failurePoint("collective", c.collN)
 	}
 	c.mu.Lock()
-	if err := c.callableLocked(Kind(mine.Kind).String()); err != nil {
+	if err := c.callableLocked(collKind(mine.Kind).String()); err != nil {
 		// A void heard for this call before the job ended is still its
 		// outcome (take says why).
 		if _, heard := c.coll.voids[c.coll.seq+1]; !heard || c.finished {
@@ -476,7 +507,7 @@ func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string
 		c.coll.done = k
 		c.mu.Unlock()
 	}()
-	kind := Kind(mine.Kind)
+	kind := collKind(mine.Kind)
 	countColl(kind)
 	if sp := traceBegin(); sp.on() {
 		defer func() {
@@ -489,7 +520,7 @@ func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string
 	}
 	if heard {
 		if v.call.Kind != mine.Kind {
-			return nil, c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, v.from, Kind(v.call.Kind), describe(kind, mine))
+			return nil, c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, v.from, collKind(v.call.Kind), describe(kind, mine))
 		}
 		return nil, c.voidedBy(k, v.from)
 	}
@@ -543,7 +574,7 @@ func rootField(root int) uint32 {
 
 // Barrier returns when every rank has called it.
 func (c *Comm) Barrier(ctx context.Context) error {
-	_, err := c.scheduled(ctx, wire.Call{Kind: uint8(KindBarrier)}, "", sched.Call{Kind: sched.Barrier})
+	_, err := c.scheduled(ctx, wire.Call{Kind: uint8(kindBarrier)}, "", sched.Call{Kind: sched.Barrier})
 	return err
 }
 
@@ -555,7 +586,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 // and the job goes on; contributions of different lengths are H1613.
 // data is not changed; the result is new.
 func (c *Comm) Reduce(ctx context.Context, root int, typ Type, op Op, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(KindReduce), Type: uint8(typ), Op: uint8(op), Root: rootField(root), Length: uint32(len(data))}
+	mine := wire.Call{Kind: uint8(kindReduce), Type: uint8(typ), Op: uint8(op), Root: rootField(root), Length: uint32(len(data))}
 	argErr := firstOf(c.checkRoot(root), checkReduction("reduce", typ, op, len(data)), checkData("reduce", len(data)))
 	res, err := c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Reduce, Root: root, Data: data, Fold: foldOf(typ, op)})
 	if err != nil {
@@ -570,7 +601,7 @@ func (c *Comm) Reduce(ctx context.Context, root int, typ Type, op Op, data []byt
 // Allreduce is Reduce whose result every rank returns: the same new bytes
 // on every rank, folded in rank order.
 func (c *Comm) Allreduce(ctx context.Context, typ Type, op Op, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(KindAllreduce), Type: uint8(typ), Op: uint8(op), Root: 0, Length: uint32(len(data))}
+	mine := wire.Call{Kind: uint8(kindAllreduce), Type: uint8(typ), Op: uint8(op), Root: 0, Length: uint32(len(data))}
 	argErr := firstOf(checkReduction("allreduce", typ, op, len(data)), checkData("allreduce", len(data)))
 	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Allreduce, Data: data, Fold: foldOf(typ, op)})
 }
@@ -578,7 +609,7 @@ func (c *Comm) Allreduce(ctx context.Context, typ Type, op Op, data []byte) ([]b
 // Bcast returns root's data on every rank (new bytes). Off the root, data
 // is ignored and may be nil.
 func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(KindBcast), Root: rootField(root)}
+	mine := wire.Call{Kind: uint8(kindBcast), Root: rootField(root)}
 	argErr := c.checkRoot(root)
 	if argErr == "" && c.rank == root {
 		argErr = checkData("bcast", len(data))
@@ -591,7 +622,7 @@ func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error)
 // rank order (empty bytes elsewhere). All contributions must have the same
 // length (else H1613).
 func (c *Comm) Gather(ctx context.Context, root int, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(KindGather), Root: rootField(root), Length: uint32(len(data))}
+	mine := wire.Call{Kind: uint8(kindGather), Root: rootField(root), Length: uint32(len(data))}
 	argErr := firstOf(c.checkRoot(root), checkData("gather", len(data)))
 	res, err := c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Gather, Root: root, Data: data})
 	if err != nil {
@@ -607,7 +638,7 @@ func (c *Comm) Gather(ctx context.Context, root int, data []byte) ([]byte, error
 // rank i. Off the root, data is ignored. Root data that is no whole number
 // of blocks ends the job (H1613 on the root, H1612 elsewhere).
 func (c *Comm) Scatter(ctx context.Context, root int, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(KindScatter), Root: rootField(root)}
+	mine := wire.Call{Kind: uint8(kindScatter), Root: rootField(root)}
 	argErr := c.checkRoot(root)
 	if argErr == "" && c.rank == root {
 		argErr = checkData("scatter", len(data))
@@ -619,7 +650,7 @@ func (c *Comm) Scatter(ctx context.Context, root int, data []byte) ([]byte, erro
 // concatenated in rank order (new bytes). All contributions must have the
 // same length (else H1613); data over MaxCollective bytes is H1618.
 func (c *Comm) Allgather(ctx context.Context, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(KindAllgather), Length: uint32(len(data))}
+	mine := wire.Call{Kind: uint8(kindAllgather), Length: uint32(len(data))}
 	argErr := checkData("allgather", len(data))
 	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Allgather, Data: data})
 }
@@ -629,7 +660,7 @@ func (c *Comm) Allgather(ctx context.Context, data []byte) ([]byte, error) {
 // no whole number of blocks, or over MaxCollective bytes, is H1618; ranks
 // giving different lengths are H1613.
 func (c *Comm) Alltoall(ctx context.Context, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(KindAlltoall), Length: uint32(len(data))}
+	mine := wire.Call{Kind: uint8(kindAlltoall), Length: uint32(len(data))}
 	argErr := checkData("alltoall", len(data))
 	if argErr == "" && len(data)%c.size != 0 {
 		argErr = fmt.Sprintf("alltoall: %d bytes are no whole number of %d blocks", len(data), c.size)
@@ -642,7 +673,7 @@ func (c *Comm) Alltoall(ctx context.Context, data []byte) ([]byte, error) {
 // result, data being Size() equal blocks of whole elements (else H1618,
 // as the other reduction checks).
 func (c *Comm) ReduceScatter(ctx context.Context, typ Type, op Op, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(KindReduceScatter), Type: uint8(typ), Op: uint8(op), Length: uint32(len(data))}
+	mine := wire.Call{Kind: uint8(kindReduceScatter), Type: uint8(typ), Op: uint8(op), Length: uint32(len(data))}
 	argErr := firstOf(checkReduction("reduce_scatter", typ, op, len(data)), checkData("reduce_scatter", len(data)))
 	if argErr == "" && (len(data)%c.size != 0 || (len(data)/c.size)%typ.Size() != 0) {
 		argErr = fmt.Sprintf("reduce_scatter: %d bytes are no %d equal blocks of whole %s elements", len(data), c.size, typ)

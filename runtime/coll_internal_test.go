@@ -9,7 +9,7 @@ import (
 // TestSchedKinds: the kinds of package sched are runtime's, number for
 // number (both are the kind in a call descriptor).
 func TestSchedKinds(t *testing.T) {
-	for k := KindBarrier; k <= KindReduceScatter; k++ {
+	for k := kindBarrier; k <= kindReduceScatter; k++ {
 		if got := sched.Kind(k).String(); got != k.String() {
 			t.Errorf("sched.Kind(%d) = %s, want %s", k, got, k)
 		}

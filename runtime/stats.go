@@ -27,8 +27,8 @@ var counters struct {
 	recvMsgs, recvBytes          atomic.Int64
 	colls                        atomic.Int64
 	// perKind counts each collective kind's calls, waits and frames,
-	// indexed by Kind (checkpoints aside: they are in ckptWait).
-	perKind [KindSplit + 1]struct {
+	// indexed by collKind (checkpoints aside: they are in ckptWait).
+	perKind [kindSplit + 1]struct {
 		calls, wait                              atomic.Int64
 		sentMsgs, sentBytes, recvMsgs, recvBytes atomic.Int64
 	}
@@ -55,7 +55,7 @@ func stats() record.RankStats {
 			if s.Coll == nil {
 				s.Coll = map[string]record.CollStats{}
 			}
-			s.Coll[Kind(k).String()] = record.CollStats{Calls: n, WaitMS: ms(pk.wait.Load()),
+			s.Coll[collKind(k).String()] = record.CollStats{Calls: n, WaitMS: ms(pk.wait.Load()),
 				SentMsgs: pk.sentMsgs.Load(), SentBytes: pk.sentBytes.Load(), RecvMsgs: pk.recvMsgs.Load(), RecvBytes: pk.recvBytes.Load()}
 		}
 	}
@@ -78,7 +78,7 @@ func countSend(n int) {
 // countCollFrame counts a frame of n bytes of data that a collective of
 // kind k sent (or took): in the totals and in its kind's (checkpoints
 // aside).
-func countCollFrame(k Kind, sent bool, n int) {
+func countCollFrame(k collKind, sent bool, n int) {
 	if !counting || k >= kindCkptBegin || int(k) >= len(counters.perKind) {
 		return
 	}
@@ -97,7 +97,7 @@ func countCollFrame(k Kind, sent bool, n int) {
 }
 
 // countColl counts a collective call (checkpoints aside).
-func countColl(k Kind) {
+func countColl(k collKind) {
 	if !counting {
 		return
 	}
@@ -135,7 +135,7 @@ func countWait(w *waitInfo) {
 		default:
 		}
 	case collWait:
-		k := Kind(what.call.Kind)
+		k := collKind(what.call.Kind)
 		if k >= kindCkptBegin {
 			counters.ckptWait.Add(int64(d))
 			return

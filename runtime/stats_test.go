@@ -18,10 +18,10 @@ func TestCountWait(t *testing.T) {
 	close(done.done)
 	leaveWait(enterWait(recvWait{r: done}, 0, 1))
 	leaveWait(enterWait(recvWait{r: &recvOp{done: make(chan struct{})}}, 0, 1))
-	leaveWait(enterWait(collWait{k: 1, call: wire.Call{Kind: uint8(KindBarrier)}, from: 1}, 0, 1))
+	leaveWait(enterWait(collWait{k: 1, call: wire.Call{Kind: uint8(kindBarrier)}, from: 1}, 0, 1))
 	leaveWait(enterWait(collWait{k: 2, call: wire.Call{Kind: uint8(kindCkptBegin)}, from: 1}, 0, 1))
 	countSend(7)
-	countColl(KindBarrier)
+	countColl(kindBarrier)
 	countColl(kindCkptBegin)
 	after := stats()
 	if got := after.RecvMsgs - before.RecvMsgs; got != 1 {
@@ -53,11 +53,11 @@ func TestCountWait(t *testing.T) {
 // TestCountCollFrames: a collective's frames count in the totals and in
 // their kind, sent and taken apart; a checkpoint's in neither.
 func TestCountCollFrames(t *testing.T) {
-	countColl(KindAllreduce) // a kind shows once called
+	countColl(kindAllreduce) // a kind shows once called
 	before := stats()
-	countCollFrame(KindAllreduce, true, 8)
-	countCollFrame(KindAllreduce, true, 16)
-	countCollFrame(KindAllreduce, false, 24)
+	countCollFrame(kindAllreduce, true, 8)
+	countCollFrame(kindAllreduce, true, 16)
+	countCollFrame(kindAllreduce, false, 24)
 	countCollFrame(kindCkptBegin, true, 100)
 	after := stats()
 	if after.SentMsgs-before.SentMsgs != 2 || after.SentBytes-before.SentBytes != 24 || after.RecvMsgs-before.RecvMsgs != 1 || after.RecvBytes-before.RecvBytes != 24 {

@@ -92,7 +92,7 @@ type Call struct {
 }
 
 // Kind is a collective call the table has schedules for. Its numbers are
-// those of runtime.Kind, the kind in a call descriptor.
+// those of runtime's collKind, the kind in a call descriptor.
 type Kind uint8
 
 // Collective kinds.
