@@ -26,6 +26,15 @@ type pipe struct {
 
 func newPipe(max int) *pipe { return &pipe{max: max, changed: make(chan struct{})} }
 
+// change runs f on p under its lock and wakes whoever waits on p.
+func (p *pipe) change(f func()) {
+	p.mu.Lock()
+	f()
+	p.waiting = true
+	p.notifyLocked()
+	p.mu.Unlock()
+}
+
 // notifyLocked wakes whoever waits on p.
 func (p *pipe) notifyLocked() {
 	if p.waiting {
@@ -159,18 +168,8 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		first = true
 		close(c.closed)
-		for _, p := range []*pipe{c.in, c.out} {
-			p.mu.Lock()
-			if p == c.in {
-				p.rClosed = true
-				p.buf, p.off = nil, 0
-			} else {
-				p.wClosed = true
-			}
-			p.waiting = true
-			p.notifyLocked()
-			p.mu.Unlock()
-		}
+		c.in.change(func() { c.in.rClosed, c.in.buf, c.in.off = true, nil, 0 })
+		c.out.change(func() { c.out.wClosed = true })
 	})
 	if !first {
 		return c.opErr("close", net.ErrClosed)
@@ -181,12 +180,7 @@ func (c *Conn) Close() error {
 // CloseWrite ends c's direction: the peer reads what was written, then
 // io.EOF.
 func (c *Conn) CloseWrite() error {
-	p := c.out
-	p.mu.Lock()
-	p.wClosed = true
-	p.waiting = true
-	p.notifyLocked()
-	p.mu.Unlock()
+	c.out.change(func() { c.out.wClosed = true })
 	return nil
 }
 
@@ -201,22 +195,12 @@ func (c *Conn) SetDeadline(t time.Time) error {
 
 // SetReadDeadline sets the deadline of reads, waking a waiting one.
 func (c *Conn) SetReadDeadline(t time.Time) error {
-	p := c.in
-	p.mu.Lock()
-	p.readDL = t
-	p.waiting = true
-	p.notifyLocked()
-	p.mu.Unlock()
+	c.in.change(func() { c.in.readDL = t })
 	return nil
 }
 
 // SetWriteDeadline sets the deadline of writes, waking a waiting one.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
-	p := c.out
-	p.mu.Lock()
-	p.writeDL = t
-	p.waiting = true
-	p.notifyLocked()
-	p.mu.Unlock()
+	c.out.change(func() { c.out.writeDL = t })
 	return nil
 }

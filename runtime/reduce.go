@@ -152,19 +152,6 @@ func (r *reduction) First(acc, x []byte) {
 
 func (r *reduction) Next(acc, x []byte) { Combine(r.t, r.op, acc, x) }
 
-// alignedBytes returns n bytes whose start is 8-byte aligned.
-func alignedBytes(n int) []byte {
-	w := make([]uint64, (n+7)/8)
-	if n == 0 {
-		return []byte{}
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
-}
-
-func aligned(b []byte, size int) bool {
-	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%uintptr(size) == 0
-}
-
 var littleEndian = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
 
 // Combine sets acc[i] = acc[i] op x[i] for every element. acc and x have the
@@ -173,11 +160,11 @@ var littleEndian = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(
 // it goes through aligned native copies.
 func Combine(t Type, op Op, acc, x []byte) {
 	n := t.Size()
-	if littleEndian && aligned(acc, n) && aligned(x, n) {
+	if littleEndian && sched.Aligned(acc, n) && sched.Aligned(x, n) {
 		combineNative(t, op, acc, x)
 		return
 	}
-	a, b := alignedBytes(len(acc)), alignedBytes(len(x))
+	a, b := sched.AlignedBytes(len(acc)), sched.AlignedBytes(len(x))
 	toNative(n, a, acc)
 	toNative(n, b, x)
 	combineNative(t, op, a, b)

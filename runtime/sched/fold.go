@@ -4,14 +4,14 @@ import "unsafe"
 
 // foldAll folds contributions of one length in rank order into new bytes.
 func foldAll(fold Fold, contrib [][]byte) []byte {
-	acc := alignedBytes(len(contrib[0]))
+	acc := AlignedBytes(len(contrib[0]))
 	fold.First(acc, contrib[0])
 	e := fold.Elem()
 	var scratch []byte
 	for _, x := range contrib[1:] {
-		if !aligned(x, e) {
+		if !Aligned(x, e) {
 			if scratch == nil {
-				scratch = alignedBytes(len(x))
+				scratch = AlignedBytes(len(x))
 			}
 			copy(scratch, x)
 			x = scratch
@@ -30,8 +30,8 @@ func foldChecked(l Link, fold Fold, contrib [][]byte) ([]byte, error) {
 	return foldAll(fold, contrib), nil
 }
 
-// alignedBytes returns n bytes whose start is 8-byte aligned.
-func alignedBytes(n int) []byte {
+// AlignedBytes returns n bytes whose start is 8-byte aligned.
+func AlignedBytes(n int) []byte {
 	w := make([]uint64, (n+7)/8)
 	if n == 0 {
 		return []byte{}
@@ -39,6 +39,7 @@ func alignedBytes(n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), n)
 }
 
-func aligned(b []byte, size int) bool {
+// Aligned reports whether b starts at a multiple of size.
+func Aligned(b []byte, size int) bool {
 	return len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%uintptr(size) == 0
 }

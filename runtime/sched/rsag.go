@@ -32,7 +32,7 @@ func foldBlocks(l Link, fold Fold, data []byte) ([]byte, error) {
 			}
 		}
 	}
-	res := alignedBytes(len(data))
+	res := AlignedBytes(len(data))
 	lo, hi := block(len(data), e, n, me)
 	var scratch []byte
 	for _, ch := range chunks(hi - lo) {
@@ -50,9 +50,9 @@ func foldBlocks(l Link, fold Fold, data []byte) ([]byte, error) {
 			if r == 0 {
 				fold.First(acc, x)
 			} else {
-				if !aligned(x, e) {
+				if !Aligned(x, e) {
 					if scratch == nil {
-						scratch = alignedBytes(chunk)
+						scratch = AlignedBytes(chunk)
 					}
 					x = scratch[:copy(scratch, x)]
 				}
