@@ -863,7 +863,7 @@ func (c *Comm) Finish() error {
 		openErr = codes.New(codes.Finished, "finish with %d open operation(s): %s", len(names), strings.Join(names, ", "))
 	}
 	c.mu.Unlock()
-	c.closing.Store(true)
+	c.closingNow.Store(true)
 	for _, p := range c.links.peers {
 		if p != nil && !p.gone.Load() {
 			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Bye, Incarnation: c.inc}})
@@ -896,7 +896,7 @@ func (c *Comm) Close() {
 		return // a sub-communicator ends with the job (Finish marks it finished)
 	}
 	c.closeMu.Do(func() {
-		c.closing.Store(true)
+		c.closingNow.Store(true)
 		c.end(&codes.Error{Code: codes.Finished, Op: "close", Rank: -1, Msg: "the communicator is closed"}, nil)
 		var wg sync.WaitGroup
 		for _, p := range c.links.peers {

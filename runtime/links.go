@@ -27,7 +27,7 @@ type links struct {
 	cur atomic.Pointer[Comm] // the job's communicator of the generation this slot is in
 
 	silenceMS    atomic.Int64 // this slot's silence limit
-	closing      atomic.Bool  // Finish or Close under way: broken connections are expected
+	closingNow   atomic.Bool  // Finish or Close under way: broken connections are expected
 	staleDropped atomic.Int64 // frames of an older generation (or another incarnation) dropped
 
 	rec        *recovery   // agreements on layouts (recover.go)
@@ -228,6 +228,26 @@ func (l *links) jobOver() bool {
 	default:
 		return false
 	}
+}
+
+// refused ends the job over a frame of slot that the protocol does not
+// allow (sink).
+func (l *links) refused(slot int, err error) { l.cur.Load().fail(err) }
+
+// closing reports whether Finish or Close is under way (sink).
+func (l *links) closing() bool { return l.closingNow.Load() }
+
+// expected reports whether broken connections are the job's end now: it is
+// closing (Finish, Close) or over (sink).
+func (l *links) expected() bool { return l.closingNow.Load() || l.jobOver() }
+
+// gen is the generation this slot is in (sink).
+func (l *links) gen() uint32 { return l.cur.Load().inc }
+
+// dead is the current generation's end and its error (sink).
+func (l *links) dead() (<-chan struct{}, func() error) {
+	c := l.cur.Load()
+	return c.dead, c.deadErr
 }
 
 // lost declares slot lost (SPEC §7): with recovery, the agreement on the

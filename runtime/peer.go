@@ -66,7 +66,8 @@ func (f *outFrame) cost() int64 {
 // goroutine is the only code that reads.
 type peer struct {
 	l    *links
-	rank int // the peer's slot (its rank at launch; it names the connection for life)
+	up   sink // all the connection tells the layer above it (links)
+	rank int  // the peer's slot (its rank at launch; it names the connection for life)
 	conn net.Conn
 
 	qmu        sync.Mutex  // guards the queues and credit below
@@ -112,12 +113,38 @@ type peer struct {
 	closeOnce  sync.Once
 }
 
-// cm is the communicator of the generation this slot is in.
-func (p *peer) cm() *Comm { return p.l.cur.Load() }
+// sink is all a connection tells the layer above it, and the little it
+// asks of it: a frame arrived, the connection was lost, the peer broke the
+// protocol; whether broken connections are expected now, the generation
+// its control frames are stamped with, and the current generation's end
+// (for a sender that waits). links is the sink of every peer; a test may
+// give another (sink_test.go). The peer calls nothing else above it; it
+// reads the slot's settings from links (self, spins, writing, now).
+type sink interface {
+	// arrive takes a frame read from slot p.rank; an error refuses the
+	// peer (refused).
+	arrive(p *peer, h wire.Header, payload []byte) error
+	// lost says the connection to slot broke without a bye.
+	lost(slot int, why string)
+	// refused ends the job over a frame of slot that the protocol does
+	// not allow (err says which).
+	refused(slot int, err error)
+	// closing reports whether Finish or Close is under way: the reader
+	// goes on reading what Finish waits for after the peer was stopped.
+	closing() bool
+	// expected reports whether broken connections are the job's end now
+	// (closing, or the job is over), not a loss.
+	expected() bool
+	// gen is the generation control frames are stamped with.
+	gen() uint32
+	// dead is closed when the current generation ended; deadErr says how.
+	dead() (<-chan struct{}, func() error)
+}
 
 func newPeer(l *links, rank int, conn net.Conn, silenceMS uint32) *peer {
 	p := &peer{
 		l:          l,
+		up:         l,
 		rank:       rank,
 		conn:       conn,
 		credit:     Window,
@@ -150,7 +177,7 @@ func (p *peer) wake() {
 }
 
 // control queues a control frame for the writer and returns at once.
-func (p *peer) control(t wire.Type, payload []byte) { p.controlOf(p.cm().inc, t, payload) }
+func (p *peer) control(t wire.Type, payload []byte) { p.controlOf(p.up.gen(), t, payload) }
 
 // controlOf queues a control frame of generation gen.
 func (p *peer) controlOf(gen uint32, t wire.Type, payload []byte) {
@@ -169,7 +196,7 @@ func (p *peer) controlOf(gen uint32, t wire.Type, payload []byte) {
 // before the abort does. Frames that would wait for credit are given up:
 // the job is over, and nothing may hold its abort back.
 func (p *peer) final(t wire.Type, payload []byte) {
-	f := &outFrame{h: wire.Header{Type: t, Incarnation: p.cm().inc, Length: uint32(len(payload))}, payload: payload}
+	f := &outFrame{h: wire.Header{Type: t, Incarnation: p.up.gen(), Length: uint32(len(payload))}, payload: payload}
 	var dropped []*outFrame
 	p.qmu.Lock()
 	credit := p.credit
@@ -272,16 +299,16 @@ func (p *peer) sendAs(f *outFrame, direct, wait bool) error {
 	if !wait || f.done == nil {
 		return nil
 	}
-	c := p.cm()
+	dead, deadErr := p.up.dead()
 	select {
 	case <-f.done:
 		return f.err
-	case <-c.dead:
+	case <-dead:
 		select {
 		case <-f.done:
 			return f.err
 		default:
-			return c.deadErr()
+			return deadErr()
 		}
 	}
 }
@@ -443,7 +470,7 @@ func (p *peer) readLoop(br *bufio.Reader) {
 			case <-p.rkick:
 			case <-p.stop:
 				// Stopped: keep reading only what Finish still waits for.
-				if p.l.closing.Load() && !p.gone.Load() {
+				if p.up.closing() && !p.gone.Load() {
 					continue
 				}
 				return
@@ -520,7 +547,7 @@ func (p *peer) readOne() bool {
 	if len(payload) == 0 {
 		payload = nil
 	}
-	if err := p.l.arrive(p, h, payload); err != nil {
+	if err := p.up.arrive(p, h, payload); err != nil {
 		p.refuse(err)
 		return false
 	}
@@ -564,7 +591,7 @@ func (p *peer) readFor(ctx context.Context, done <-chan struct{}) bool {
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, p.interrupt)
 	}
-	dead := p.cm().dead
+	dead, _ := p.up.dead()
 	for !p.gone.Load() && ctx.Err() == nil {
 		select {
 		case <-done:
@@ -617,7 +644,7 @@ const takeOverTries = 1000
 // job with its code.
 func (p *peer) readFailed(err error) {
 	p.gone.Store(true)
-	if p.bye.Load() || p.l.closing.Load() || p.l.jobOver() {
+	if p.bye.Load() || p.up.expected() {
 		// The job is over already: connections closing now are its end,
 		// not a new loss.
 		return
@@ -631,7 +658,7 @@ func (p *peer) readFailed(err error) {
 	if errors.Is(err, io.EOF) {
 		why = "connection closed without bye"
 	}
-	p.l.lost(p.rank, why)
+	p.up.lost(p.rank, why)
 }
 
 // refuse ends the job over a frame of this peer that the protocol does
@@ -640,7 +667,7 @@ func (p *peer) readFailed(err error) {
 // learns the code instead of seeing a closed connection, which it would
 // take for a loss. Nothing more is read from the peer.
 func (p *peer) refuse(err error) {
-	p.cm().fail(err) // before gone: tell skips peers that are gone
+	p.up.refused(p.rank, err) // before gone: tell skips peers that are gone
 	p.gone.Store(true)
 	go p.closeGracefully(time.Second) // not on the reading goroutine: it may be a receiver's
 }

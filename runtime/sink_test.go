@@ -1,0 +1,152 @@
+package runtime
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"sperli/memnet"
+	"sperli/wire"
+)
+
+// fakeSink is a sink that records what a connection tells it.
+type fakeSink struct {
+	mu       sync.Mutex
+	frames   []string // "tag:payload" of every data frame, in order
+	losses   []string
+	refusals []error
+	refuse   uint32 // a data frame of this tag is refused (arrive's error)
+	news     chan struct{}
+	end      chan struct{}
+}
+
+func newFakeSink() *fakeSink {
+	return &fakeSink{refuse: 1 << 20, news: make(chan struct{}, 1024), end: make(chan struct{})}
+}
+
+func (s *fakeSink) told() {
+	select {
+	case s.news <- struct{}{}:
+	default:
+	}
+}
+
+func (s *fakeSink) arrive(p *peer, h wire.Header, payload []byte) error {
+	if h.Type != wire.Data {
+		return nil
+	}
+	s.mu.Lock()
+	if h.Tag == s.refuse {
+		s.mu.Unlock()
+		return fmt.Errorf("tag %d is refused", h.Tag)
+	}
+	s.frames = append(s.frames, fmt.Sprintf("%d:%s", h.Tag, payload))
+	s.mu.Unlock()
+	p.consumed(frameCost(len(payload)))
+	s.told()
+	return nil
+}
+
+func (s *fakeSink) lost(slot int, why string) {
+	s.mu.Lock()
+	s.losses = append(s.losses, fmt.Sprintf("slot %d: %s", slot, why))
+	s.mu.Unlock()
+	s.told()
+}
+
+func (s *fakeSink) refused(slot int, err error) {
+	s.mu.Lock()
+	s.refusals = append(s.refusals, err)
+	s.mu.Unlock()
+	s.told()
+}
+
+func (s *fakeSink) closing() bool  { return false }
+func (s *fakeSink) expected() bool { return false }
+func (s *fakeSink) gen() uint32    { return 0 }
+func (s *fakeSink) dead() (<-chan struct{}, func() error) {
+	return s.end, func() error { return errors.New("ended") }
+}
+
+// waitFor waits until ok holds of s (each change of s wakes it).
+func (s *fakeSink) waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for {
+		s.mu.Lock()
+		done := ok()
+		s.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-s.news:
+		case <-time.After(time.Minute):
+			t.Fatalf("no %s within a minute", what)
+		}
+	}
+}
+
+// sinkPair is two peers, slots 0 and 1, on the two ends of an in-memory
+// connection, each telling its own fake sink: the connection code with no
+// Comm above it.
+func sinkPair(t *testing.T) (a, b *peer, sa, sb *fakeSink) {
+	ca, cb := memnet.Pipe(64<<10, nil, nil)
+	mk := func(self, other int, conn *memnet.Conn, s *fakeSink) *peer {
+		l := &links{self: self, now: time.Now}
+		p := newPeer(l, other, conn, 5000)
+		p.up = s
+		p.start(bufio.NewReader(conn))
+		t.Cleanup(func() { p.close(); p.wg.Wait() })
+		return p
+	}
+	sa, sb = newFakeSink(), newFakeSink()
+	return mk(0, 1, ca, sa), mk(1, 0, cb, sb), sa, sb
+}
+
+func dataFrame(tag int, payload []byte) *outFrame {
+	return &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Length: uint32(len(payload))}, payload: payload, counted: true, done: make(chan struct{})}
+}
+
+// TestPeerOverASink: frames sent on a connection arrive at the other end's
+// sink whole and in order (small ones written by the sender, large ones by
+// the writer); a frame the sink refuses is told as refused; a connection
+// closed without a bye is told as lost — with no Comm above the peers.
+func TestPeerOverASink(t *testing.T) {
+	a, _, _, sb := sinkPair(t)
+	var want []string
+	for i := 0; i < 200; i++ {
+		payload := bytes.Repeat([]byte{byte('a' + i%26)}, (i*977)%(300<<10))
+		want = append(want, fmt.Sprintf("%d:%s", i%7, payload))
+		if err := a.send(dataFrame(i%7, payload), i%2 == 0); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	sb.waitFor(t, "200 frames", func() bool { return len(sb.frames) == len(want) })
+	for i := range want {
+		if sb.frames[i] != want[i] {
+			t.Fatalf("frame %d arrived as %.40q…, want %.40q…", i, sb.frames[i], want[i])
+		}
+	}
+
+	sb.mu.Lock()
+	sb.refuse = 99
+	sb.mu.Unlock()
+	if err := a.send(dataFrame(99, []byte("no")), true); err != nil {
+		t.Fatal(err)
+	}
+	sb.waitFor(t, "the refusal", func() bool { return len(sb.refusals) == 1 })
+	if got := sb.refusals[0].Error(); got != "tag 99 is refused" {
+		t.Errorf("refused with %q, want the sink's own error", got)
+	}
+
+	a2, _, _, sb2 := sinkPair(t)
+	a2.close()
+	sb2.waitFor(t, "the loss", func() bool { return len(sb2.losses) == 1 })
+	if got := sb2.losses[0]; got != "slot 0: connection closed without bye" {
+		t.Errorf("lost %q, want slot 0 closed without bye", got)
+	}
+}
