@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding"
@@ -264,15 +265,7 @@ func (c *Comm) agree(ctx context.Context, kind collKind, rec []byte, check func(
 // concat is the verdict of a round whose verdict is every record in rank
 // order.
 func concat(recs [][]byte) []byte {
-	n := 0
-	for _, x := range recs {
-		n += len(x)
-	}
-	out := make([]byte, 0, n)
-	for _, x := range recs {
-		out = append(out, x...)
-	}
-	return out
+	return bytes.Join(recs, nil)
 }
 
 // sysSend starts an internal message; sysRecv waits for one.

@@ -1,5 +1,7 @@
 package sched
 
+import "bytes"
+
 // Star is the star schedule around root (docs/protocol.md §8.5): the root
 // announces the call to every other rank (so that two ranks that both
 // think they are the root find out), every other rank sends the root its
@@ -176,15 +178,7 @@ func same(n int, b []byte) [][]byte {
 
 // concat is the blocks one after the other, in new bytes.
 func concat(blocks [][]byte) []byte {
-	n := 0
-	for _, x := range blocks {
-		n += len(x)
-	}
-	out := make([]byte, 0, n)
-	for _, x := range blocks {
-		out = append(out, x...)
-	}
-	return out
+	return bytes.Join(blocks, nil)
 }
 
 // sameLengths checks the star's contributions have one length (H1613).
