@@ -77,6 +77,8 @@ type Job struct {
 	Net Network `json:"-"`
 	// Now is the job's clock: token expiry, and liveness (when a peer
 	// was last heard, the silence limit's decisions); nil means time.Now.
+	// A clock that stops stops the detector: tests move it on, they do
+	// not freeze it.
 	Now func() time.Time `json:"-"`
 	// Logf receives the rank's own log lines (refusals seen while joining);
 	// nil writes them to standard error prefixed "sperli: rank N: ".
