@@ -165,6 +165,12 @@ func Wrap(c Code, err error, format string, args ...any) *Error {
 	return e
 }
 
+// Violation is the H1627 error of a peer (rank or slot from) that broke
+// the protocol; the message says how.
+func Violation(from int, format string, args ...any) *Error {
+	return &Error{Code: ProtocolViolation, Rank: from, Msg: fmt.Sprintf("protocol violation by rank %d: ", from) + fmt.Sprintf(format, args...)}
+}
+
 func (e *Error) Error() string {
 	if e.Msg == "" {
 		return e.Code.String() + ": " + e.Code.Meaning()

@@ -18,6 +18,7 @@ import (
 	"sperli/codes"
 	"sperli/job"
 	"sperli/pki"
+	"sperli/runtime/mesh"
 	"sperli/wire"
 )
 
@@ -269,9 +270,9 @@ func concat(recs [][]byte) []byte {
 }
 
 // sysSend starts an internal message; sysRecv waits for one.
-func (c *Comm) sysSend(dest int, tag uint32, data []byte) (*outFrame, error) {
-	f := &outFrame{h: wire.Header{Type: wire.Checkpoint, Incarnation: c.inc, Tag: tag, Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
-	return f, c.peers[dest].enqueue(f)
+func (c *Comm) sysSend(dest int, tag uint32, data []byte) (*mesh.Frame, error) {
+	f := &mesh.Frame{H: wire.Header{Type: wire.Checkpoint, Incarnation: c.inc, Tag: tag, Length: uint32(len(data))}, Payload: data, Counted: true, Done: make(chan struct{})}
+	return f, c.peers[dest].Enqueue(f)
 }
 
 func (c *Comm) sysRecv(ctx context.Context, src int, tag uint32) ([]byte, error) {
@@ -289,7 +290,7 @@ func (c *Comm) sysRecv(ctx context.Context, src int, tag uint32) ([]byte, error)
 	}
 	c.mu.Unlock()
 	if p := c.peers[src]; p != nil {
-		p.readFor(ctx, r.done)
+		p.ReadFor(ctx, r.done)
 	}
 	select {
 	case <-r.done:
@@ -303,7 +304,7 @@ func (c *Comm) sysRecv(ctx context.Context, src int, tag uint32) ([]byte, error)
 // chunks of at most 16 MiB, without waiting; the frames are returned so
 // the caller can wait for them (the parts must not change until then).
 // ok false sends the no-file marker instead.
-func (c *Comm) sendFile(dest int, tag uint32, ok bool, parts ...[]byte) ([]*outFrame, error) {
+func (c *Comm) sendFile(dest int, tag uint32, ok bool, parts ...[]byte) ([]*mesh.Frame, error) {
 	n := uint64(0)
 	for _, p := range parts {
 		n += uint64(len(p))
@@ -315,7 +316,7 @@ func (c *Comm) sendFile(dest int, tag uint32, ok bool, parts ...[]byte) ([]*outF
 	if err != nil {
 		return nil, err
 	}
-	frames := []*outFrame{f}
+	frames := []*mesh.Frame{f}
 	for _, b := range parts {
 		for ok && len(b) > 0 {
 			k := min(len(b), wire.MaxPayload)
@@ -455,12 +456,12 @@ func (c *Comm) recvFetch(ctx context.Context, src int, what string) ([]byte, err
 	return concat(chunks), nil
 }
 
-func waitFrames(ctx context.Context, c *Comm, frames []*outFrame) error {
+func waitFrames(ctx context.Context, c *Comm, frames []*mesh.Frame) error {
 	for _, f := range frames {
 		select {
-		case <-f.done:
-			if f.err != nil {
-				return f.err
+		case <-f.Done:
+			if f.Err != nil {
+				return f.Err
 			}
 		case <-c.dead:
 			return c.deadErr()
@@ -1000,7 +1001,7 @@ func (c *Comm) restore(ctx context.Context, st *ckptStore, cm *commit, table []b
 		fetching = fetching || table[2*r] != fileOK
 	}
 	if fetching {
-		var frames []*outFrame
+		var frames []*mesh.Frame
 		if table[2*prev] != fileOK {
 			frames, err = c.sendFile(prev, tagFetch, true, bud)
 			if err != nil {

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"sperli/codes"
+	"sperli/runtime/bufpool"
+	"sperli/runtime/mesh"
 	"sperli/runtime/sched"
 	"sperli/wire"
 )
@@ -52,7 +54,7 @@ type collFrame struct {
 	flags uint16
 	call  wire.Call
 	data  []byte
-	buf   []byte // the whole payload data is in, for putBuf once data is used
+	buf   []byte // the whole payload data is in, for bufpool.Put once data is used
 	cost  int64
 }
 
@@ -98,7 +100,7 @@ func (s *collState) wake(from *peer) {
 	default:
 	}
 	if p := s.reading.Load(); p != nil && p != from {
-		p.interrupt()
+		p.Interrupt()
 	}
 }
 
@@ -128,7 +130,7 @@ func (c *Comm) collArrive(p *peer, h wire.Header, payload []byte) error {
 	}
 	c.mu.Lock()
 	if h.Flags&wire.FlagVoid != 0 {
-		cost := frameCost(len(payload))
+		cost := mesh.FrameCost(len(payload))
 		_, dup := c.coll.voids[h.Seq]
 		switch {
 		case h.Seq <= c.coll.done && !c.coll.voided[h.Seq]:
@@ -141,7 +143,7 @@ func (c *Comm) collArrive(p *peer, h wire.Header, payload []byte) error {
 			c.coll.voids[h.Seq] = voidNote{from: from, call: call, cost: cost}
 		}
 	} else {
-		c.coll.queues[from] = append(c.coll.queues[from], collFrame{seq: h.Seq, flags: h.Flags, call: call, data: data, buf: payload, cost: frameCost(len(payload))})
+		c.coll.queues[from] = append(c.coll.queues[from], collFrame{seq: h.Seq, flags: h.Flags, call: call, data: data, buf: payload, cost: mesh.FrameCost(len(payload))})
 	}
 	c.mu.Unlock()
 	c.coll.wake(p)
@@ -252,7 +254,7 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 			c.mu.Unlock()
 			return f, nil
 		}
-		if p := c.peerAt(from); p != nil && p.bye.Load() {
+		if p := c.peerAt(from); p != nil && p.Bye() {
 			c.mu.Unlock()
 			return collFrame{}, c.mismatch("collective mismatch in call %d: rank %d finished instead of calling %s", k, from, describe(kind, mine))
 		}
@@ -266,9 +268,9 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 		// connection when this call takes from it next (a handoff per
 		// frame: measured 180 µs a barrier of three ranks instead of 150,
 		// 22% of its processor time in the reader goroutines).
-		if p := c.peerAt(from); p != nil && !p.gone.Load() {
+		if p := c.peerAt(from); p != nil && !p.Gone() {
 			c.coll.reading.Store(p)
-			read := p.readFor(ctx, c.coll.notify)
+			read := p.ReadFor(ctx, c.coll.notify)
 			c.coll.reading.Store(nil)
 			if read {
 				continue
@@ -326,7 +328,7 @@ func (c *Comm) void(k uint64, mine wire.Call, why string) error {
 	payload := wire.AppendCall(nil, mine)
 	for r := 0; r < c.size; r++ {
 		if p := c.peerAt(r); p != nil {
-			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Collective, Incarnation: c.inc, Flags: wire.FlagVoid, Tag: c.ctxID, Seq: k, Length: uint32(len(payload))}, payload: payload, counted: true})
+			_ = p.Enqueue(&mesh.Frame{H: wire.Header{Type: wire.Collective, Incarnation: c.inc, Flags: wire.FlagVoid, Tag: c.ctxID, Seq: k, Length: uint32(len(payload))}, Payload: payload, Counted: true})
 		}
 	}
 	return &codes.Error{Code: codes.WrongCollective, Rank: -1, Msg: why}
@@ -341,7 +343,7 @@ type collCall struct {
 	ctx  context.Context
 	k    uint64
 	mine wire.Call
-	sent []*outFrame
+	sent []*mesh.Frame
 }
 
 var _ sched.Link = (*collCall)(nil)
@@ -372,15 +374,15 @@ func (cc *collCall) Send(to int, ack bool, data []byte) error {
 		flags = wire.FlagAck
 	}
 	head := wire.AppendCall(make([]byte, 0, wire.CallSize), cc.mine)
-	f := &outFrame{h: wire.Header{Type: wire.Collective, Incarnation: cc.c.inc, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, head: head, payload: data, counted: true, done: make(chan struct{})}
+	f := &mesh.Frame{H: wire.Header{Type: wire.Collective, Incarnation: cc.c.inc, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, Head: head, Payload: data, Counted: true, Done: make(chan struct{})}
 	cc.sent = append(cc.sent, f)
 	countCollFrame(collKind(cc.mine.Kind), true, len(data))
 	p := cc.c.peerAt(to)
 	var err error
 	if len(data) <= directMax {
-		err = p.post(f)
+		err = p.Post(f)
 	} else {
-		err = p.enqueue(f)
+		err = p.Enqueue(f)
 	}
 	return cc.sendErr(cc.c.linkErr(collKind(cc.mine.Kind).String(), to, err))
 }
@@ -419,7 +421,7 @@ func (cc *collCall) Take(from int) (sched.Frame, error) {
 }
 
 // Release hands a taken frame's payload buffer back to the pool.
-func (cc *collCall) Release(f sched.Frame) { putBuf(f.Buf) }
+func (cc *collCall) Release(f sched.Frame) { bufpool.Put(f.Buf) }
 
 // Mismatch ends the job: the ranks disagree about the call (H1613).
 func (cc *collCall) Mismatch(format string, args ...any) error { return cc.c.mismatch(format, args...) }
@@ -429,7 +431,7 @@ func (cc *collCall) Mismatch(format string, args ...any) error { return cc.c.mis
 func (cc *collCall) written() {
 	for _, f := range cc.sent {
 		select {
-		case <-f.done:
+		case <-f.Done:
 		case <-cc.c.dead:
 			return
 		}

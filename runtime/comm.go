@@ -14,6 +14,7 @@ import (
 	"sperli/elastic"
 	"sperli/job"
 	"sperli/pki"
+	"sperli/runtime/mesh"
 	"sperli/wire"
 )
 
@@ -218,8 +219,8 @@ func (c *Comm) end(err error, tell *wire.Reason) bool {
 func (c *Comm) tell(r wire.Reason) {
 	payload := wire.AppendReason(nil, r)
 	for _, p := range c.links.peers {
-		if p != nil && !p.gone.Load() {
-			p.final(wire.Abort, payload)
+		if p != nil && !p.Gone() {
+			p.Final(wire.Abort, payload)
 		}
 	}
 }
@@ -236,7 +237,7 @@ func (c *Comm) lost(rank int, why string) {
 	c.end(err, &wire.Reason{Code: codes.PeerLost, Cause: codes.CauseLost, Rank: int32(rank), Msg: err.Error()})
 	if rank >= 0 && rank < len(c.peers) {
 		if p := c.peers[rank]; p != nil {
-			p.close()
+			p.Close()
 		}
 	}
 }
@@ -296,19 +297,19 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 		} else {
 			ctx = uint32(h.Seq) // the communicator (protocol.md §8.6)
 		}
-		msg := message{data: payload, cost: frameCost(len(payload))}
+		msg := message{data: payload, cost: mesh.FrameCost(len(payload))}
 		c.mu.Lock()
 		ops := c.match.arrive(ctx, from, tag, msg)
 		if n := len(ops); n > 0 && !ops[n-1].probe {
 			c.consumedLocked(p, msg.cost)
-			p.foreground.Store(time.Now().UnixNano()) // a receiver is active: let it read next
+			p.MarkForeground() // a receiver is active: let it read next
 		}
 		c.mu.Unlock()
 		for _, op := range ops {
 			close(op.done)
 		}
 	case wire.Bye:
-		p.bye.Store(true)
+		p.SetBye()
 		if from >= 0 {
 			c.mu.Lock()
 			ops := c.match.cancelFrom(from)
@@ -350,7 +351,7 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 // contradicts the protocol (H1627): the connection to it ends, and the job
 // with it.
 func violation(from int, format string, args ...any) *codes.Error {
-	return &codes.Error{Code: codes.ProtocolViolation, Rank: from, Msg: fmt.Sprintf("protocol violation by rank %d: ", from) + fmt.Sprintf(format, args...)}
+	return codes.Violation(from, format, args...)
 }
 
 // consumedLocked counts credit consumed from p's window and returns it in
@@ -359,7 +360,7 @@ func (c *Comm) consumedLocked(p *peer, cost int64) {
 	if p == nil || c.abandoned {
 		return // an abandoned generation's frames were given back at the switch
 	}
-	p.consumed(cost)
+	p.Consumed(cost)
 }
 
 func (c *Comm) checkPeer(op string, rank int) error {
@@ -378,7 +379,7 @@ func checkTag(op string, tag int) error {
 
 // String says what the operation is ("send to rank 1 tag 5").
 func (op *SendOp) String() string {
-	return fmt.Sprintf("send to rank %d tag %d", op.dest, op.f.h.Tag)
+	return fmt.Sprintf("send to rank %d tag %d", op.dest, op.f.H.Tag)
 }
 
 // String says what the operation is ("recv from rank 0 tag 4").
@@ -388,7 +389,7 @@ func (op *RecvOp) String() string {
 
 // SendOp is an open send made by StartSend.
 type SendOp struct {
-	f        *outFrame
+	f        *mesh.Frame
 	dest     int
 	finished bool // guarded by Comm.mu
 	busy     bool
@@ -425,7 +426,7 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 	}
 	countSend(len(data))
 	op := &SendOp{dest: dest}
-	f := &outFrame{h: wire.Header{Type: wire.Data, Incarnation: c.inc, Tag: uint32(tag), Seq: uint64(c.ctxID), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
+	f := &mesh.Frame{H: wire.Header{Type: wire.Data, Incarnation: c.inc, Tag: uint32(tag), Seq: uint64(c.ctxID), Length: uint32(len(data))}, Payload: data, Counted: true, Done: make(chan struct{})}
 	op.f = f
 	c.mu.Lock()
 	if err := c.callableLocked("send"); err != nil {
@@ -444,19 +445,19 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 		for _, r := range ops {
 			close(r.done)
 		}
-		close(f.done)
+		close(f.Done)
 		return op, nil
 	}
 	p := c.peerAt(dest)
-	if p.bye.Load() {
+	if p.Bye() {
 		c.mu.Unlock()
 		return nil, &codes.Error{Code: codes.Finished, Op: "send", Rank: dest, Msg: fmt.Sprintf("send: rank %d has finished", dest)}
 	}
 	c.open[op] = struct{}{}
 	c.mu.Unlock()
-	if err := p.enqueue(f); err != nil {
-		f.err = err
-		close(f.done)
+	if err := p.Enqueue(f); err != nil {
+		f.Err = err
+		close(f.Done)
 	}
 	return op, nil
 }
@@ -492,7 +493,7 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 		return err
 	}
 	p := c.peerAt(dest)
-	if dest == c.rank || p.bye.Load() {
+	if dest == c.rank || p.Bye() {
 		c.mu.Unlock()
 		op, err := c.StartSend(dest, tag, data)
 		if err != nil {
@@ -501,8 +502,8 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 		return c.FinishSend(ctx, op)
 	}
 	c.mu.Unlock()
-	f := &outFrame{h: wire.Header{Type: wire.Data, Incarnation: c.inc, Tag: uint32(tag), Seq: uint64(c.ctxID), Length: uint32(len(data))}, payload: data, counted: true, done: make(chan struct{})}
-	return c.linkErr("send", dest, p.send(f, true))
+	f := &mesh.Frame{H: wire.Header{Type: wire.Data, Incarnation: c.inc, Tag: uint32(tag), Seq: uint64(c.ctxID), Length: uint32(len(data))}, Payload: data, Counted: true, Done: make(chan struct{})}
+	return c.linkErr("send", dest, p.Send(f, true))
 }
 
 // linkErrWait bounds how long a failed send waits for the loss to end its
@@ -526,15 +527,15 @@ func (c *Comm) linkErr(op string, to int, err error) error {
 	if de := c.deadErr(); de != nil {
 		return de
 	}
-	if p := c.peerAt(to); p != nil && !p.bye.Load() {
+	if p := c.peerAt(to); p != nil && !p.Bye() {
 		// The peer may have ended with an abort (or said bye) that is
 		// still unread: its reader takes what it sent first, so that the
 		// job's end is told by its cause, not taken for a loss of the
 		// peer that told it.
-		p.readSoon()
+		p.ReadSoon()
 		wait := time.NewTimer(linkDrainWait)
 		tick := time.NewTicker(time.Millisecond)
-		for !p.gone.Load() {
+		for !p.Gone() {
 			select {
 			case <-c.dead:
 			case <-wait.C:
@@ -548,7 +549,7 @@ func (c *Comm) linkErr(op string, to int, err error) error {
 		if de := c.deadErr(); de != nil {
 			return de
 		}
-		if !p.bye.Load() {
+		if !p.Bye() {
 			p.l.lost(p.rank, "connection broke without bye")
 		}
 	}
@@ -591,12 +592,12 @@ func (c *Comm) FinishSend(ctx context.Context, op *SendOp) (err error) {
 	op.busy = true
 	c.mu.Unlock()
 	select {
-	case <-op.f.done:
-		err = op.f.err
+	case <-op.f.Done:
+		err = op.f.Err
 	case <-c.dead:
 		select {
-		case <-op.f.done:
-			err = op.f.err
+		case <-op.f.Done:
+			err = op.f.Err
 		default:
 			err = c.deadErr()
 		}
@@ -658,7 +659,7 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 		close(r.done)
 		return op, nil
 	}
-	if p := c.peerOf(r); p != nil && p.bye.Load() {
+	if p := c.peerOf(r); p != nil && p.Bye() {
 		c.match.cancelFrom(r.src) // the job rank: the matcher's ranks are the job's
 		c.mu.Unlock()
 		r.err = &codes.Error{Code: codes.Finished, Op: "recv", Rank: source, Msg: fmt.Sprintf("recv: rank %d has finished: recv(%d, %d) can never be matched", source, source, tag)}
@@ -785,7 +786,7 @@ func (c *Comm) SetSilence(ms int) error {
 	now := time.Now().UnixNano()
 	for _, p := range c.links.peers {
 		if p != nil {
-			p.lastHeard.Store(now)
+			p.SetLastHeard(now)
 		}
 	}
 	c.silenceMS.Store(int64(ms))
@@ -794,7 +795,7 @@ func (c *Comm) SetSilence(ms int) error {
 	binary.BigEndian.PutUint32(b[:], uint32(ms))
 	for _, p := range c.links.peers {
 		if p != nil {
-			p.control(wire.Silence, b[:])
+			p.Control(wire.Silence, b[:])
 		}
 	}
 	c.heartbeatAll()
@@ -865,9 +866,9 @@ func (c *Comm) Finish() error {
 	c.mu.Unlock()
 	c.closingNow.Store(true)
 	for _, p := range c.links.peers {
-		if p != nil && !p.gone.Load() {
-			_ = p.enqueue(&outFrame{h: wire.Header{Type: wire.Bye, Incarnation: c.inc}})
-			p.readSoon() // the peer's bye
+		if p != nil && !p.Gone() {
+			_ = p.Enqueue(&mesh.Frame{H: wire.Header{Type: wire.Bye, Incarnation: c.inc}})
+			p.ReadSoon() // the peer's bye
 		}
 	}
 	// Wait for every peer's bye (or its end), so that closing never resets a
@@ -876,7 +877,7 @@ func (c *Comm) Finish() error {
 		if p == nil {
 			continue
 		}
-		for !p.gone.Load() {
+		for !p.Gone() {
 			select {
 			case <-c.dead:
 			case <-time.After(2 * time.Millisecond):
@@ -904,8 +905,8 @@ func (c *Comm) Close() {
 				wg.Add(1)
 				go func(p *peer) {
 					defer wg.Done()
-					p.closeGracefully(time.Second)
-					p.wg.Wait()
+					p.CloseGracefully(time.Second)
+					p.Wait()
 				}(p)
 			}
 		}

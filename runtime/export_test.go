@@ -2,9 +2,9 @@ package runtime
 
 import (
 	"io"
-	"net"
 	"time"
 
+	"sperli/runtime/mesh"
 	"sperli/wire"
 )
 
@@ -21,15 +21,10 @@ func FreezeForTest(c *Comm) {
 // InjectForTest writes a data frame from c to rank dest stamped with
 // incarnation inc. Test only.
 func InjectForTest(c *Comm, dest int, inc uint32, tag int, data []byte) {
-	p := c.peers[dest]
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
 	h := wire.Header{Type: wire.Data, Incarnation: inc, Source: uint32(c.rank), Tag: uint32(tag), Length: uint32(len(data))}
-	var b [wire.HeaderSize]byte
-	h.Put(b[:])
-	p.bw.Write(b[:])
-	p.bw.Write(data)
-	p.bw.Flush()
+	b := make([]byte, wire.HeaderSize, wire.HeaderSize+len(data))
+	h.Put(b)
+	c.peers[dest].WriteRaw(append(b, data...))
 }
 
 // SpinLimitForTest is spinLimit: the read spin limit of rank j.Rank.
@@ -37,19 +32,7 @@ var SpinLimitForTest = spinLimit
 
 // PeerSpinForTest is the spin limit of c's connection to rank r, or -1
 // when that connection stays in Go's poller (no fdConn below its TLS).
-func PeerSpinForTest(c *Comm, r int) time.Duration {
-	conn := c.peers[r].conn
-	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok {
-		conn = nc.NetConn()
-	}
-	if cc, ok := conn.(*corkConn); ok {
-		conn = cc.Conn
-	}
-	if fc, ok := conn.(interface{ spinLimit() time.Duration }); ok {
-		return fc.spinLimit()
-	}
-	return -1
-}
+func PeerSpinForTest(c *Comm, r int) time.Duration { return c.peers[r].SpinLimit() }
 
 // CountCPUListForTest is countCPUList.
 var CountCPUListForTest = countCPUList
@@ -62,18 +45,12 @@ var HostCPUsForTest = hostCPUs
 // tests is a rank that has joined with valid credentials and then lies on
 // the wire. Test only.
 func RawWriteForTest(c *Comm, dest int, b []byte) error {
-	p := c.peers[dest]
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
-	if _, err := p.bw.Write(b); err != nil {
-		return err
-	}
-	return p.flush()
+	return c.peers[dest].WriteRaw(b)
 }
 
-// FrameCostForTest is frameCost: the credit a frame of n payload bytes
+// FrameCostForTest is mesh.FrameCost: the credit a frame of n payload bytes
 // costs.
-var FrameCostForTest = frameCost
+var FrameCostForTest = mesh.FrameCost
 
 // TraceTo turns the trace records on, written to w, until the returned
 // function turns them off (benchmarks of the cost of --trace).
@@ -100,7 +77,7 @@ func CrashForTest(c *Comm) {
 	FreezeForTest(c)
 	for _, p := range c.links.peers {
 		if p != nil {
-			p.conn.Close()
+			p.Break()
 		}
 	}
 }

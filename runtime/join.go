@@ -20,6 +20,7 @@ import (
 	"sperli/hosts"
 	"sperli/job"
 	"sperli/pki"
+	"sperli/runtime/mesh"
 	"sperli/wire"
 )
 
@@ -127,7 +128,7 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 	}
 	c := newComm(j)
 	c.spin = spin
-	c.links.spins = spin > 0
+	c.links.shared.Spins = spin > 0
 	c.links.proc = pr
 	if c.jobPub, err = pki.UnmarshalPublicKey(j.JobKey); err != nil {
 		return nil, err
@@ -164,13 +165,13 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 	}
 	for r, jn := range got {
 		jn.conn.SetDeadline(time.Time{})
-		setSpin(jn.conn, spin, &c.links.writing)
+		mesh.SetSpin(jn.conn, spin, &c.links.shared.Writing)
 		c.links.peers[r] = newPeer(c.links, r, jn.conn, jn.silence)
 	}
 	c.bind()
 	for _, p := range c.links.peers {
 		if p != nil {
-			p.start(got[p.rank].br)
+			p.Start(got[p.rank].br)
 		}
 	}
 	c.start()
@@ -351,21 +352,6 @@ func (s *joinState) listener() (net.Listener, error) {
 	return ln, nil
 }
 
-// tlsBase is the TLS configuration of both sides. The key exchange is the
-// hybrid X25519MLKEM768 alone: both ends are Sperli, so there is no
-// classical-only fallback to offer (and the dialer makes one key share, not
-// two). Nothing resumes a session (every pair connects once), so the
-// listener sends no session tickets.
-func (s *joinState) tlsBase() *tls.Config {
-	return &tls.Config{
-		MinVersion:             tls.VersionTLS13,
-		MaxVersion:             tls.VersionTLS13,
-		Certificates:           []tls.Certificate{s.cert},
-		CurvePreferences:       []tls.CurveID{tls.X25519MLKEM768},
-		SessionTicketsDisabled: true,
-	}
-}
-
 func (s *joinState) acceptLoop(ctx context.Context, ln net.Listener, results chan<- joined) {
 	go func() { <-ctx.Done(); ln.Close() }()
 	var wg sync.WaitGroup
@@ -393,7 +379,7 @@ func (s *joinState) acceptLoop(ctx context.Context, ln net.Listener, results cha
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			conn, err := meshConn(raw, s.spin)
+			conn, err := mesh.Wrap(raw, s.spin)
 			if err != nil {
 				raw.Close()
 				return
@@ -418,15 +404,15 @@ func (s *joinState) acceptLoop(ctx context.Context, ln net.Listener, results cha
 // where TLS allows, and leaves the listener waiting for the right peer.
 func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 	raw.SetDeadline(s.deadline)
-	cfg := s.tlsBase()
+	cfg := mesh.TLSConfig(s.cert)
 	cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	cfg.ClientCAs = s.pool
 	tc := tls.Server(raw, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		e := codes.Wrap(codes.CertRefused, err, "peer certificate refused in the TLS handshake: %v", err)
-		switch a := remoteAlert(err); {
-		case noCommonGroup(err):
-			e = codes.Wrap(codes.CertRefused, err, "a dialer offered %s", groupNeeded)
+		switch a := mesh.RemoteAlert(err); {
+		case mesh.NoCommonGroup(err):
+			e = codes.Wrap(codes.CertRefused, err, "a dialer offered %s", mesh.GroupNeeded)
 		case a != nil:
 			e = codes.Wrap(codes.CertRefused, err, "a dialer refused this rank's certificate: %v", a)
 		}
@@ -613,13 +599,13 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 	if err != nil {
 		return joined{}, err, false
 	}
-	raw, err := meshConn(tcp, s.spin)
+	raw, err := mesh.Wrap(tcp, s.spin)
 	if err != nil {
 		tcp.Close()
 		return joined{}, err, false
 	}
 	raw.SetDeadline(s.deadline)
-	cfg := s.tlsBase()
+	cfg := mesh.TLSConfig(s.cert)
 	cfg.RootCAs = s.pool
 	cfg.ServerName = s.j.Hosts[r].Host
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
@@ -635,12 +621,12 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 	tc := tls.Client(raw, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
-		if noCommonGroup(err) {
-			e := &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d ended the TLS handshake (%v): %s", r, err, groupNeeded)}
+		if mesh.NoCommonGroup(err) {
+			e := &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d ended the TLS handshake (%v): %s", r, err, mesh.GroupNeeded)}
 			s.refused(r, e)
 			return joined{}, e, false
 		}
-		if isRemoteAlert(err) {
+		if mesh.RemoteAlert(err) != nil {
 			return joined{}, &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d refused this rank's certificate: %v", r, err)}, true
 		}
 		if ctx.Err() != nil {
@@ -663,9 +649,9 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		case errors.As(err, &re):
 			tc.Close()
 			return joined{}, re.err, true
-		case isRemoteAlert(err):
+		case mesh.RemoteAlert(err) != nil:
 			tc.Close()
-			return joined{}, &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d refused this rank's certificate: %v", r, remoteAlert(err))}, true
+			return joined{}, &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d refused this rank's certificate: %v", r, mesh.RemoteAlert(err))}, true
 		}
 		s.refuseConn(tc, br, r, err)
 		return joined{}, err, false
@@ -682,33 +668,6 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		return joined{}, err, false
 	}
 	return joined{rank: r, conn: tc, br: br, silence: hello.SilenceMS}, nil, false
-}
-
-func isRemoteAlert(err error) bool { return remoteAlert(err) != nil }
-
-// groupNeeded says what a handshake that failed on the key exchange lacked.
-const groupNeeded = "no key exchange group in common: Sperli needs X25519MLKEM768 (protocol.md §1.1)"
-
-// noCommonGroup reports whether a handshake failed because the two sides
-// share no key exchange group: this side found none the peer offered, or
-// the peer ended the handshake with handshake_failure, the alert TLS 1.3
-// sends for that (certificate problems have alerts of their own).
-func noCommonGroup(err error) bool {
-	msg := err.Error()
-	if strings.Contains(msg, "no ECDHE curve supported") || strings.Contains(msg, "no key exchanges supported") || strings.Contains(msg, "unsupported group") {
-		return true
-	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "remote error" && op.Err.Error() == "tls: handshake failure"
-}
-
-// remoteAlert returns the TLS alert the peer sent, or nil.
-func remoteAlert(err error) error {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "remote error" {
-		return op
-	}
-	return nil
 }
 
 // watchControl waits for the end of the launcher's control channel. A

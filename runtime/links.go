@@ -2,12 +2,15 @@ package runtime
 
 import (
 	"encoding/binary"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"sperli/codes"
 	"sperli/job"
+	"sperli/runtime/bufpool"
+	"sperli/runtime/mesh"
 	"sperli/wire"
 )
 
@@ -19,10 +22,11 @@ type links struct {
 	self  int     // this process's slot
 	slots int     // the job's ranks and spares
 	peers []*peer // by slot; nil at self
-	spins bool    // reads spin before they block (spin.go): a waiting receiver takes reading over
-	// writing counts the writer goroutines writing large frames: reads do
-	// not spin meanwhile (setSpin).
-	writing atomic.Int32
+	// shared is what every connection reads from the slot: its number, the
+	// clock, whether reads spin before they block (spin.go: a waiting
+	// receiver then takes reading over), and the count of writer
+	// goroutines writing large frames (reads do not spin meanwhile).
+	shared mesh.Shared
 
 	cur atomic.Pointer[Comm] // the job's communicator of the generation this slot is in
 
@@ -61,8 +65,56 @@ func newLinks(j *Job) *links {
 		byes:    make(chan struct{}, 1),
 		now:     j.Clock,
 	}
+	l.shared.Self, l.shared.Now = j.Rank, j.Clock
 	l.silenceMS.Store(int64(j.Silence() / time.Millisecond))
 	return l
+}
+
+// Window is the credit of a connection (SPEC §6): the bytes of data,
+// checkpoint and collective frames a peer may have buffered at this rank
+// and not yet consumed (runtime/mesh enforces it).
+const Window = mesh.Window
+
+// peer is one connection of the mesh (runtime/mesh) with what this layer
+// keeps of it: the slot it leads to, and the frames of a generation this
+// slot has not entered yet (SPEC §10.1), kept in order until it does.
+// fmu guards future and is held while a frame is dispatched, so that the
+// switch of generations sees no frame half handled. A peer is its
+// connection's Sink: it tells links.
+type peer struct {
+	*mesh.Peer
+	rank int // the peer's slot
+	l    *links
+
+	fmu    sync.Mutex
+	future []heldFrame
+}
+
+// newPeer is the peer of slot over conn, which has finished its join.
+func newPeer(l *links, slot int, conn net.Conn, silenceMS uint32) *peer {
+	p := &peer{rank: slot, l: l}
+	p.Peer = mesh.New(&l.shared, p, slot, conn, silenceMS)
+	return p
+}
+
+func (p *peer) Arrive(h wire.Header, payload []byte) error { return p.l.arrive(p, h, payload) }
+func (p *peer) Lost(why string)                            { p.l.lost(p.rank, why) }
+func (p *peer) Refused(err error)                          { p.l.cur.Load().fail(err) }
+
+// Closing reports whether Finish or Close is under way.
+func (p *peer) Closing() bool { return p.l.closingNow.Load() }
+
+// Expected reports whether broken connections are the job's end now: it is
+// closing (Finish, Close) or over.
+func (p *peer) Expected() bool { return p.l.closingNow.Load() || p.l.jobOver() }
+
+// Gen is the generation this slot is in.
+func (p *peer) Gen() uint32 { return p.l.cur.Load().inc }
+
+// Dead is the current generation's end and its error.
+func (p *peer) Dead() (<-chan struct{}, func() error) {
+	c := p.l.cur.Load()
+	return c.dead, c.deadErr
 }
 
 // heldFrame is a frame of a later generation, kept until this slot enters it.
@@ -83,14 +135,14 @@ func (l *links) arrive(p *peer, h wire.Header, payload []byte) error {
 	case wire.Heartbeat:
 		return nil
 	case wire.Credit:
-		return p.addCredit(binary.BigEndian.Uint64(payload))
+		return p.AddCredit(binary.BigEndian.Uint64(payload))
 	case wire.Silence:
 		ms := binary.BigEndian.Uint32(payload)
 		if ms < job.MinSilenceMS || ms > job.MaxSilenceMS {
 			return codes.New(codes.FrameMalformed, "rank %d announced a silence limit of %d ms, want %d to %d", p.rank, ms, job.MinSilenceMS, job.MaxSilenceMS)
 		}
-		p.silenceMS.Store(int64(ms))
-		p.control(wire.Heartbeat, nil)
+		p.SetSilenceMS(ms)
+		p.Control(wire.Heartbeat, nil)
 		l.reschedule()
 		return nil
 	case wire.Abort:
@@ -118,16 +170,16 @@ func (l *links) arrive(p *peer, h wire.Header, payload []byte) error {
 	case h.Incarnation < c.inc || (h.Incarnation > c.inc && !l.elastic()):
 		// Older: dropped whole (SPEC §5, §10.1), its credit given back.
 		l.staleDropped.Add(1)
-		if countedType(h.Type) {
-			p.consumed(frameCost(len(payload)))
+		if mesh.Counted(h.Type) {
+			p.Consumed(mesh.FrameCost(len(payload)))
 		}
-		putBuf(payload)
+		bufpool.Put(payload)
 		return nil
 	case h.Incarnation > c.inc:
-		if !countedType(h.Type) {
+		if !mesh.Counted(h.Type) {
 			n := 0
 			for _, f := range p.future {
-				if !countedType(f.h.Type) {
+				if !mesh.Counted(f.h.Type) {
 					n++
 				}
 			}
@@ -139,21 +191,6 @@ func (l *links) arrive(p *peer, h wire.Header, payload []byte) error {
 		return nil
 	}
 	return c.dispatch(p, h, payload)
-}
-
-// consumed counts credit consumed from p's window and returns it in
-// batches.
-func (p *peer) consumed(cost int64) {
-	p.umu.Lock()
-	defer p.umu.Unlock()
-	p.unreturned += cost
-	if p.unreturned >= creditBatch {
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], uint64(p.unreturned))
-		p.held.Add(-p.unreturned)
-		p.unreturned = 0
-		p.control(wire.Credit, b[:])
-	}
 }
 
 // enter makes c, a communicator of a later generation, the one this slot
@@ -188,16 +225,13 @@ func (l *links) enter(c *Comm) {
 			case f.h.Incarnation > c.inc:
 				later = append(later, f)
 			}
-			if f.h.Incarnation >= c.inc && countedType(f.h.Type) {
-				keep += frameCost(len(f.payload))
+			if f.h.Incarnation >= c.inc && mesh.Counted(f.h.Type) {
+				keep += mesh.FrameCost(len(f.payload))
 			}
 		}
 		p.future = later
-		p.umu.Lock()
-		give := p.held.Load() - p.unreturned - keep
-		p.umu.Unlock()
-		if give > 0 {
-			p.consumed(give)
+		if give := p.Outstanding() - keep; give > 0 {
+			p.Consumed(give)
 		}
 		for _, f := range now {
 			if err := c.dispatch(p, f.h, f.payload); err != nil {
@@ -215,7 +249,7 @@ func (l *links) enter(c *Comm) {
 		}
 	}
 	for _, r := range refused {
-		r.p.refuse(r.err)
+		r.p.Refuse(r.err)
 	}
 }
 
@@ -228,26 +262,6 @@ func (l *links) jobOver() bool {
 	default:
 		return false
 	}
-}
-
-// refused ends the job over a frame of slot that the protocol does not
-// allow (sink).
-func (l *links) refused(slot int, err error) { l.cur.Load().fail(err) }
-
-// closing reports whether Finish or Close is under way (sink).
-func (l *links) closing() bool { return l.closingNow.Load() }
-
-// expected reports whether broken connections are the job's end now: it is
-// closing (Finish, Close) or over (sink).
-func (l *links) expected() bool { return l.closingNow.Load() || l.jobOver() }
-
-// gen is the generation this slot is in (sink).
-func (l *links) gen() uint32 { return l.cur.Load().inc }
-
-// dead is the current generation's end and its error (sink).
-func (l *links) dead() (<-chan struct{}, func() error) {
-	c := l.cur.Load()
-	return c.dead, c.deadErr
 }
 
 // lost declares slot lost (SPEC §7): with recovery, the agreement on the
@@ -283,8 +297,8 @@ func (c *Comm) origin() int {
 
 func (l *links) heartbeatAll() {
 	for _, p := range l.peers {
-		if p != nil && !p.gone.Load() {
-			p.control(wire.Heartbeat, nil)
+		if p != nil && !p.Gone() {
+			p.Control(wire.Heartbeat, nil)
 		}
 	}
 }
@@ -301,7 +315,7 @@ func (l *links) heartbeatEvery() time.Duration {
 	least := l.silenceMS.Load()
 	for _, p := range l.peers {
 		if p != nil {
-			if s := p.silenceMS.Load(); s > 0 && s < least {
+			if s := p.SilenceMS(); s > 0 && s < least {
 				least = s
 			}
 		}
@@ -332,7 +346,7 @@ func (l *links) monitor() {
 		seen = seen[:0]
 		for _, p := range l.peers {
 			if p != nil {
-				seen = append(seen, peerSeen{rank: p.rank, lastHeard: time.Unix(0, p.lastHeard.Load()), quiet: p.bye.Load() || p.gone.Load()})
+				seen = append(seen, peerSeen{rank: p.rank, lastHeard: time.Unix(0, p.LastHeard()), quiet: p.Bye() || p.Gone()})
 			}
 		}
 		// Nothing more to detect once the job is over; keep heartbeating

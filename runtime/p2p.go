@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"sperli/codes"
+	"sperli/runtime/bufpool"
 )
 
 // AnySource and AnyTag are the wildcards of a receive or probe (SPEC §8.1):
@@ -61,13 +62,13 @@ func (c *Comm) peerOf(r *recvOp) *peer {
 // latency path), or, for a wildcard source, by every reader goroutine now.
 func (c *Comm) readUntil(ctx context.Context, r *recvOp) {
 	if p := c.peerOf(r); p != nil {
-		p.readFor(ctx, r.done)
+		p.ReadFor(ctx, r.done)
 		return
 	}
 	if r.anySrc {
 		for _, p := range c.peers {
 			if p != nil {
-				p.readSoon()
+				p.ReadSoon()
 			}
 		}
 	}
@@ -132,7 +133,7 @@ func (c *Comm) Probe(ctx context.Context, source, tag int) (env Envelope, err er
 		return Envelope{}, c.noSenderErr(r)
 	}
 	r.waiting = true
-	if p := c.peerOf(r); p != nil && p.bye.Load() {
+	if p := c.peerOf(r); p != nil && p.Bye() {
 		c.match.withdraw(r)
 		c.mu.Unlock()
 		return Envelope{}, &codes.Error{Code: codes.Finished, Op: "probe", Rank: source, Msg: fmt.Sprintf("probe: rank %d has finished: probe(%d, %d) can never be matched", source, source, tag)}
@@ -305,7 +306,7 @@ func (c *Comm) canSendLocked(r int) bool {
 	if w < 0 || w >= len(c.peers) {
 		return false
 	}
-	if p := c.peers[w]; p == nil || p.bye.Load() {
+	if p := c.peers[w]; p == nil || p.Bye() {
 		return false
 	}
 	if len(c.failedSlots) > 0 && w < len(c.world.layout.Ranks) {
@@ -341,3 +342,11 @@ func opName(op *recvOp) string {
 	}
 	return "recv"
 }
+
+// Release hands a message this rank received (from Recv, FinishRecv or a
+// collective's result) back to the runtime, which may reuse its memory for
+// a later message: the caller must not use msg, or any slice of it, after
+// the call. It is optional and never required for correctness; a program
+// that receives many large messages runs faster with it, as an MPI program
+// receives into the same buffer again.
+func (c *Comm) Release(msg []byte) { bufpool.Put(msg) }

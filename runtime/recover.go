@@ -317,7 +317,7 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 	r.failed[slot] = why
 	traceInstant(fmt.Sprintf("slot %d lost", slot), record.TraceRecovery, tstr("why", why))
 	if p := r.l.peers[slot]; p != nil {
-		p.close()
+		p.Close()
 	}
 	if !note && r.eng == nil && r.layout.IsSpare(r.l.self) && r.everyRankLost() {
 		if r.aloneLeft() {
@@ -530,7 +530,7 @@ func (r *recovery) sendAs(purpose byte, outs []elastic.Out) {
 			continue
 		}
 		p := r.l.peers[o.To]
-		if p == nil || p.gone.Load() {
+		if p == nil || p.Gone() {
 			continue
 		}
 		b, err := o.Msg.MarshalBinary()
@@ -538,8 +538,8 @@ func (r *recovery) sendAs(purpose byte, outs []elastic.Out) {
 			r.end(codes.New(codes.JobEnded, "agreement: a message does not encode: %v", err))
 			return
 		}
-		p.control(wire.Agree, append([]byte{purpose}, b...))
-		p.readSoon() // its answer: the reader goroutine must not wait out its grace (peer.go)
+		p.Control(wire.Agree, append([]byte{purpose}, b...))
+		p.ReadSoon() // its answer: the reader goroutine must not wait out its grace (runtime/mesh)
 	}
 }
 
@@ -594,7 +594,7 @@ func (r *recovery) switchTo(l elastic.Layout) {
 			r.failed[s] = "declared lost by the agreement"
 			traceInstant(fmt.Sprintf("slot %d lost", s), record.TraceRecovery, tstr("why", r.failed[s]))
 			if p := r.l.peers[s]; p != nil {
-				p.close()
+				p.Close()
 			}
 		}
 	}
@@ -760,7 +760,7 @@ func (r *recovery) await(ctx context.Context, c *Comm) (*Comm, error) {
 // is gone.
 func (r *recovery) ranksDone(c *Comm) bool {
 	for _, p := range c.peers {
-		if p != nil && !p.bye.Load() && !p.gone.Load() {
+		if p != nil && !p.Bye() && !p.Gone() {
 			return false
 		}
 	}

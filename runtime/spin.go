@@ -1,12 +1,10 @@
 package runtime
 
 import (
-	"net"
 	"os"
 	goruntime "runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"sperli/codes"
@@ -89,38 +87,4 @@ func countCPUList(s string) int {
 		n += b - a + 1
 	}
 	return n
-}
-
-// meshConn is the connection a join runs TLS over: with a spin limit, an
-// fdConn outside Go's poller (where the platform has one), else raw.
-func meshConn(raw net.Conn, spin time.Duration) (net.Conn, error) {
-	if spin <= 0 {
-		return &corkConn{Conn: raw}, nil
-	}
-	c, err := ownConn(raw)
-	if err != nil {
-		return nil, err
-	}
-	return &corkConn{Conn: c}, nil
-}
-
-// setSpin sets the spin limit of conn's reads, if conn (or the connection
-// below its TLS) is an fdConn, and the count (busy) of this process's
-// writers at work on large frames: while it is above 0 a read does not
-// spin, since the writers need the processor more than a poll does (on two
-// cores with two ranks, spinning reads took a third of a 1 MiB
-// allreduce's processor time from the writers sealing its chunks).
-func setSpin(conn net.Conn, d time.Duration, busy *atomic.Int32) {
-	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok {
-		conn = nc.NetConn()
-	}
-	if cc, ok := conn.(*corkConn); ok {
-		conn = cc.Conn
-	}
-	if sc, ok := conn.(interface{ setSpin(time.Duration) }); ok {
-		sc.setSpin(d)
-	}
-	if sc, ok := conn.(interface{ setBusy(*atomic.Int32) }); ok && busy != nil {
-		sc.setBusy(busy)
-	}
 }

@@ -68,7 +68,7 @@ func (c *Comm) lostReturn(slot int, why string) {
 	}
 	c.mu.Unlock()
 	if p := c.links.peers[slot]; p != nil {
-		p.close()
+		p.Close()
 	}
 	for _, op := range ops {
 		op.err = c.lostErr("recv", rank, why)
@@ -162,8 +162,8 @@ func (c *Comm) revoke(from int) {
 	}
 	c.coll.wake(nil)
 	for r := 0; r < c.size; r++ {
-		if p := c.peerAt(r); p != nil && c.worldRank(r) != from && !p.gone.Load() {
-			p.controlOf(c.inc, wire.Revoke, binary.BigEndian.AppendUint32(nil, c.ctxID))
+		if p := c.peerAt(r); p != nil && c.worldRank(r) != from && !p.Gone() {
+			p.ControlOf(c.inc, wire.Revoke, binary.BigEndian.AppendUint32(nil, c.ctxID))
 		}
 	}
 }
@@ -308,7 +308,7 @@ func (a *agrees) in(from int, id, k uint32, m elastic.Msg) error {
 func (in *agreeInst) send(outs []elastic.Out) {
 	for _, o := range outs {
 		p := in.c.links.peers[o.To]
-		if p == nil || p.gone.Load() {
+		if p == nil || p.Gone() {
 			continue
 		}
 		b, err := o.Msg.MarshalBinary()
@@ -318,8 +318,8 @@ func (in *agreeInst) send(outs []elastic.Out) {
 		head := []byte{agreeComm}
 		head = binary.BigEndian.AppendUint32(head, in.c.ctxID)
 		head = binary.BigEndian.AppendUint32(head, uint32(o.Msg.Gen))
-		p.controlOf(in.c.inc, wire.Agree, append(head, b...))
-		p.readSoon()
+		p.ControlOf(in.c.inc, wire.Agree, append(head, b...))
+		p.ReadSoon()
 	}
 	if !in.shut {
 		if _, ok := in.eng.Decided(); ok || in.eng.Err() != nil {

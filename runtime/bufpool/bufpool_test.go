@@ -1,4 +1,4 @@
-package runtime
+package bufpool
 
 import "testing"
 
@@ -15,50 +15,50 @@ func TestSizeClass(t *testing.T) {
 	}
 }
 
-// TestBufPool: getBuf gives exactly n bytes; a released buffer is reused
+// TestBufPool: Get gives exactly n bytes; a released buffer is reused
 // for a size of its class and never for a larger one; buffers not from
 // the pool (odd capacity, too small) are never kept.
 func TestBufPool(t *testing.T) {
-	b := getBuf(5000)
+	b := Get(5000)
 	if len(b) != 5000 || cap(b) != 8192 {
-		t.Fatalf("getBuf(5000): len %d cap %d, want 5000 and 8192", len(b), cap(b))
+		t.Fatalf("Get(5000): len %d cap %d, want 5000 and 8192", len(b), cap(b))
 	}
 	b[0] = 'x'
-	putBuf(b)
+	Put(b)
 	// sync.Pool may drop what it holds (on a collection), so take until the
 	// buffer comes back, a bounded number of times.
 	found := false
 	for i := 0; i < 100 && !found; i++ {
-		c := getBuf(6000)
+		c := Get(6000)
 		if len(c) != 6000 || cap(c) != 8192 {
-			t.Fatalf("getBuf(6000): len %d cap %d", len(c), cap(c))
+			t.Fatalf("Get(6000): len %d cap %d", len(c), cap(c))
 		}
 		found = &c[0] == &b[0]
 		if !found {
-			putBuf(b)
+			Put(b)
 		}
 	}
 	if !found {
 		t.Error("a released 8 KiB buffer was never handed out again")
 	}
 	odd := make([]byte, 5000, 6000)
-	putBuf(odd)
+	Put(odd)
 	small := make([]byte, 100, 1024)
-	putBuf(small)
+	Put(small)
 	for i := 0; i < 50; i++ {
-		if c := getBuf(5000); cap(c) != 8192 {
-			t.Fatalf("getBuf(5000) gave capacity %d: a foreign buffer was pooled", cap(c))
+		if c := Get(5000); cap(c) != 8192 {
+			t.Fatalf("Get(5000) gave capacity %d: a foreign buffer was pooled", cap(c))
 		}
-		if c := getBuf(100); cap(c) == 1024 && &c[0] == &small[0] {
+		if c := Get(100); cap(c) == 1024 && &c[0] == &small[0] {
 			t.Fatal("a buffer below the pooled sizes was reused")
 		}
 	}
-	big := getBuf(16 << 20)
+	big := Get(16 << 20)
 	if len(big) != 16<<20 {
-		t.Fatalf("getBuf(16 MiB) len %d", len(big))
+		t.Fatalf("Get(16 MiB) len %d", len(big))
 	}
-	if over := getBuf(16<<20 + 1); len(over) != 16<<20+1 {
-		t.Fatalf("getBuf(16 MiB + 1) len %d", len(over))
+	if over := Get(16<<20 + 1); len(over) != 16<<20+1 {
+		t.Fatalf("Get(16 MiB + 1) len %d", len(over))
 	}
 }
 
@@ -67,7 +67,7 @@ func TestBufPool(t *testing.T) {
 // allocation.
 func TestPutBufForeignAllocatesNothing(t *testing.T) {
 	small := make([]byte, 12)
-	if n := testing.AllocsPerRun(100, func() { putBuf(small) }); n != 0 {
-		t.Errorf("putBuf of a 12-byte buffer: %v allocations, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { Put(small) }); n != 0 {
+		t.Errorf("Put of a 12-byte buffer: %v allocations, want 0", n)
 	}
 }

@@ -1,8 +1,9 @@
-package runtime
+package mesh
 
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/runtime/bufpool"
 	"sperli/wire"
 )
 
@@ -33,50 +35,51 @@ const (
 	frameOverhead = 256
 )
 
-func frameCost(n int) int64 { return int64(n) + frameOverhead }
+// FrameCost is the credit a frame of an n-byte payload consumes.
+func FrameCost(n int) int64 { return int64(n) + frameOverhead }
 
-// countedType reports whether frames of type t consume credit.
-func countedType(t wire.Type) bool {
+// Counted reports whether frames of type t consume credit.
+func Counted(t wire.Type) bool {
 	return t == wire.Data || t == wire.Checkpoint || t == wire.Collective
 }
 
-// outFrame is a frame to write. done, when not nil, is closed once the
-// frame is written to the connection (or failed, err set before).
-type outFrame struct {
-	h       wire.Header
-	head    []byte // written before payload, with it the frame's payload (a gather list: no copy)
-	payload []byte
-	counted bool // consumes credit
-	done    chan struct{}
-	err     error
+// Frame is a frame to write. Done, when not nil, is closed once the
+// frame is written to the connection (or failed, Err set before).
+type Frame struct {
+	H       wire.Header
+	Head    []byte // written before Payload, with it the frame's payload (a gather list: no copy)
+	Payload []byte
+	Counted bool // consumes credit
+	Done    chan struct{}
+	Err     error
 }
 
-func (f *outFrame) cost() int64 {
-	if !f.counted {
+func (f *Frame) cost() int64 {
+	if !f.Counted {
 		return 0
 	}
-	return frameCost(len(f.head) + len(f.payload))
+	return FrameCost(len(f.Head) + len(f.Payload))
 }
 
-// peer is one connection of the full mesh. Writing is serialised by wmu:
+// Peer is one connection of the full mesh. Writing is serialised by wmu:
 // a sending goroutine writes its own data frame directly when nothing is
 // queued before it and credit allows (the latency path); otherwise the
 // frame waits in pending for the writer goroutine, which also writes every
-// control frame, so that no caller of control ever blocks. The reader
-// goroutine is the only code that reads.
-type peer struct {
-	l    *links
-	up   sink // all the connection tells the layer above it (links)
-	rank int  // the peer's slot (its rank at launch; it names the connection for life)
+// control frame, so that no caller of Control ever blocks. The reader
+// goroutine is the only code that reads, beside a receiver in ReadFor.
+type Peer struct {
+	sh   *Shared
+	up   Sink // all the connection tells the layer above it
+	slot int  // the peer's slot (its rank at launch; it names the connection for life)
 	conn net.Conn
 
-	qmu        sync.Mutex  // guards the queues and credit below
-	ctlq       []*outFrame // control frames: heartbeat, credit, abort, silence
-	pending    []*outFrame // ordered frames (data, collective, bye) not yet taken
-	credit     int64       // bytes the peer can still take (SPEC §6)
-	direct     int         // direct writes under way
-	writerData int         // ordered frames the writer took and is writing
-	werr       error       // the first write error
+	qmu        sync.Mutex // guards the queues and credit below
+	ctlq       []*Frame   // control frames: heartbeat, credit, abort, silence
+	pending    []*Frame   // ordered frames (data, collective, bye) not yet taken
+	credit     int64      // bytes the peer can still take (SPEC §6)
+	direct     int        // direct writes under way
+	writerData int        // ordered frames the writer took and is writing
+	werr       error      // the first write error
 
 	wmu  sync.Mutex // guards bw, cork and the connection's write side
 	bw   *bufio.Writer
@@ -84,7 +87,7 @@ type peer struct {
 	hb   [wire.HeaderSize]byte
 
 	kick  chan struct{} // wakes the writer
-	rkick chan struct{} // wakes the reader goroutine out of its grace (readSoon)
+	rkick chan struct{} // wakes the reader goroutine out of its grace (ReadSoon)
 	stop  chan struct{} // closed to end the writer (after it drained)
 
 	rmu        sync.Mutex // held by whoever reads
@@ -101,51 +104,59 @@ type peer struct {
 	unreturned int64        // credit consumed and not yet returned
 	held       atomic.Int64 // credit the peer has used and not had back: read minus returned
 
-	// Frames of a generation this slot has not entered yet (SPEC §10.1),
-	// kept in order until it does; guarded by fmu, which is also held
-	// while a frame is dispatched, so that the switch of generations sees
-	// no frame half handled.
-	fmu    sync.Mutex
-	future []heldFrame
-
 	wg         sync.WaitGroup
 	writerDone chan struct{}
 	closeOnce  sync.Once
 }
 
-// sink is all a connection tells the layer above it, and the little it
+// Shared is what every connection of a rank reads from the rank: its own
+// slot (stamped on every frame), whether reads spin (ReadFor may take
+// reading over from the reader goroutine), the count of large writes
+// under way (the spin budget's hint, spin.go) and the clock that stamps
+// what was heard when (the failure detector's).
+type Shared struct {
+	Self    int
+	Spins   bool
+	Writing atomic.Int32
+	Now     func() time.Time
+}
+
+// Sink is all a connection tells the layer above it, and the little it
 // asks of it: a frame arrived, the connection was lost, the peer broke the
 // protocol; whether broken connections are expected now, the generation
 // its control frames are stamped with, and the current generation's end
-// (for a sender that waits). links is the sink of every peer; a test may
-// give another (sink_test.go). The peer calls nothing else above it; it
-// reads the slot's settings from links (self, spins, writing, now).
-type sink interface {
-	// arrive takes a frame read from slot p.rank; an error refuses the
-	// peer (refused).
-	arrive(p *peer, h wire.Header, payload []byte) error
-	// lost says the connection to slot broke without a bye.
-	lost(slot int, why string)
-	// refused ends the job over a frame of slot that the protocol does
-	// not allow (err says which).
-	refused(slot int, err error)
-	// closing reports whether Finish or Close is under way: the reader
+// (for a sender that waits). Each Peer has a Sink of its own; the peer
+// calls nothing else above it.
+type Sink interface {
+	// Arrive takes a frame read from the peer; an error refuses the peer
+	// (Refused). The payload is the receiver's (bufpool.Put when done).
+	Arrive(h wire.Header, payload []byte) error
+	// Lost says the connection broke without a bye.
+	Lost(why string)
+	// Refused ends the job over a frame of the peer that the protocol
+	// does not allow (err says which).
+	Refused(err error)
+	// Closing reports whether Finish or Close is under way: the reader
 	// goes on reading what Finish waits for after the peer was stopped.
-	closing() bool
-	// expected reports whether broken connections are the job's end now
+	Closing() bool
+	// Expected reports whether broken connections are the job's end now
 	// (closing, or the job is over), not a loss.
-	expected() bool
-	// gen is the generation control frames are stamped with.
-	gen() uint32
-	// dead is closed when the current generation ended; deadErr says how.
-	dead() (<-chan struct{}, func() error)
+	Expected() bool
+	// Gen is the generation control frames are stamped with.
+	Gen() uint32
+	// Dead is closed when the current generation ended; the function
+	// says how.
+	Dead() (<-chan struct{}, func() error)
 }
 
-func newPeer(l *links, rank int, conn net.Conn, silenceMS uint32) *peer {
-	p := &peer{
-		l:          l,
-		up:         l,
-		rank:       rank,
+// New is the peer of slot over conn, which has finished its handshake;
+// Start begins reading and writing. silenceMS is the peer's announced
+// silence limit.
+func New(sh *Shared, up Sink, slot int, conn net.Conn, silenceMS uint32) *Peer {
+	p := &Peer{
+		sh:         sh,
+		up:         up,
+		slot:       slot,
 		conn:       conn,
 		credit:     Window,
 		bw:         bufio.NewWriterSize(conn, 64<<10),
@@ -158,30 +169,79 @@ func newPeer(l *links, rank int, conn net.Conn, silenceMS uint32) *peer {
 		p.cork, _ = nc.NetConn().(*corkConn)
 	}
 	p.silenceMS.Store(int64(silenceMS))
-	p.lastHeard.Store(l.now().UnixNano())
+	p.lastHeard.Store(sh.Now().UnixNano())
 	return p
 }
 
-func (p *peer) start(br *bufio.Reader) {
+// Slot is the peer's slot.
+func (p *Peer) Slot() int { return p.slot }
+
+// Gone reports whether the connection is finished (bye read, broken or
+// closed).
+func (p *Peer) Gone() bool { return p.gone.Load() }
+
+// Bye reports whether the peer said bye; SetBye records that it did.
+func (p *Peer) Bye() bool { return p.bye.Load() }
+func (p *Peer) SetBye()   { p.bye.Store(true) }
+
+// LastHeard is when a byte of the peer was last read, in unix
+// nanoseconds of the Shared clock; SetLastHeard restarts it.
+func (p *Peer) LastHeard() int64       { return p.lastHeard.Load() }
+func (p *Peer) SetLastHeard(ns int64)  { p.lastHeard.Store(ns) }
+func (p *Peer) SilenceMS() int64       { return p.silenceMS.Load() }
+func (p *Peer) SetSilenceMS(ms uint32) { p.silenceMS.Store(int64(ms)) }
+
+// MarkForeground tells the reader goroutine that a receiver was served
+// now: it stays away a grace period.
+func (p *Peer) MarkForeground() { p.foreground.Store(time.Now().UnixNano()) }
+
+// Wait waits for the reader and writer goroutines to end (after Close).
+func (p *Peer) Wait() { p.wg.Wait() }
+
+// Outstanding is the credit the peer has used that is neither returned
+// nor waiting to be: what frames still buffered above hold.
+func (p *Peer) Outstanding() int64 {
+	p.umu.Lock()
+	defer p.umu.Unlock()
+	return p.held.Load() - p.unreturned
+}
+
+// Consumed counts credit consumed from the peer's window (a frame the
+// layer above has done with, FrameCost of its payload) and returns it in
+// batches.
+func (p *Peer) Consumed(cost int64) {
+	p.umu.Lock()
+	defer p.umu.Unlock()
+	p.unreturned += cost
+	if p.unreturned >= creditBatch {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(p.unreturned))
+		p.held.Add(-p.unreturned)
+		p.unreturned = 0
+		p.Control(wire.Credit, b[:])
+	}
+}
+
+func (p *Peer) Start(br *bufio.Reader) {
 	p.br = br
 	p.wg.Add(2)
 	go p.writeLoop()
 	go p.readLoop(br)
 }
 
-func (p *peer) wake() {
+func (p *Peer) wake() {
 	select {
 	case p.kick <- struct{}{}:
 	default:
 	}
 }
 
-// control queues a control frame for the writer and returns at once.
-func (p *peer) control(t wire.Type, payload []byte) { p.controlOf(p.up.gen(), t, payload) }
+// Control queues a control frame for the writer and returns at once.
+func (p *Peer) Control(t wire.Type, payload []byte) { p.ControlOf(p.up.Gen(), t, payload) }
 
-// controlOf queues a control frame of generation gen.
-func (p *peer) controlOf(gen uint32, t wire.Type, payload []byte) {
-	f := &outFrame{h: wire.Header{Type: t, Incarnation: gen, Length: uint32(len(payload))}, payload: payload}
+// ControlOf queues a control frame of generation gen.
+func (p *Peer) ControlOf(gen uint32, t wire.Type, payload []byte) {
+	f := &Frame{H: wire.Header{Type: t, Incarnation: gen, Length: uint32(len(payload))}, Payload: payload}
 	p.qmu.Lock()
 	if len(p.ctlq) < 1024 { // a stuck connection drops control frames; silence then tells
 		p.ctlq = append(p.ctlq, f)
@@ -190,14 +250,14 @@ func (p *peer) controlOf(gen uint32, t wire.Type, payload []byte) {
 	p.wake()
 }
 
-// final queues the abort that ends the job behind the ordered frames
+// Final queues the abort that ends the job behind the ordered frames
 // already queued that credit lets out, so that what this rank said before
 // it ended — above all a collective's void (SPEC §8.3) — reaches the peer
 // before the abort does. Frames that would wait for credit are given up:
 // the job is over, and nothing may hold its abort back.
-func (p *peer) final(t wire.Type, payload []byte) {
-	f := &outFrame{h: wire.Header{Type: t, Incarnation: p.up.gen(), Length: uint32(len(payload))}, payload: payload}
-	var dropped []*outFrame
+func (p *Peer) Final(t wire.Type, payload []byte) {
+	f := &Frame{H: wire.Header{Type: t, Incarnation: p.up.Gen(), Length: uint32(len(payload))}, Payload: payload}
+	var dropped []*Frame
 	p.qmu.Lock()
 	credit := p.credit
 	for i, q := range p.pending {
@@ -211,26 +271,26 @@ func (p *peer) final(t wire.Type, payload []byte) {
 	p.pending = append(p.pending, f)
 	p.qmu.Unlock()
 	for _, q := range dropped {
-		if q.done != nil {
-			q.err = errJobOver
-			close(q.done)
+		if q.Done != nil {
+			q.Err = ErrJobOver
+			close(q.Done)
 		}
 	}
 	p.wake()
 }
 
-// errJobOver is the write error of frames given up when the job ended; the
+// ErrJobOver is the write error of frames given up when the job ended; the
 // caller reports the job's end instead.
-var errJobOver = errors.New("the job ended before the frame was sent")
+var ErrJobOver = errors.New("the job ended before the frame was sent")
 
-// addCredit records credit the peer returned (reader goroutine). Credit
+// AddCredit records credit the peer returned (reader goroutine). Credit
 // beyond what this rank has used is a protocol violation.
-func (p *peer) addCredit(n uint64) error {
+func (p *Peer) AddCredit(n uint64) error {
 	p.qmu.Lock()
 	if n == 0 || n > uint64(Window-p.credit) {
 		used := Window - p.credit
 		p.qmu.Unlock()
-		return violation(p.rank, "it returned %d bytes of credit, this rank has used %d", n, used)
+		return codes.Violation(p.slot, "it returned %d bytes of credit, this rank has used %d", n, used)
 	}
 	p.credit += int64(n)
 	more := len(p.pending) > 0
@@ -241,22 +301,22 @@ func (p *peer) addCredit(n uint64) error {
 	return nil
 }
 
-// send writes an ordered frame: directly from the calling goroutine when
+// Send writes an ordered frame: directly from the calling goroutine when
 // nothing is queued before it and credit allows (wait or not), else by the
 // writer. With wait it returns when the frame is written; without, at once
-// (f.done tells when).
-func (p *peer) send(f *outFrame, wait bool) error {
+// (f.Done tells when).
+func (p *Peer) Send(f *Frame, wait bool) error {
 	return p.sendAs(f, wait, wait)
 }
 
-// post writes an ordered frame directly from the calling goroutine when
+// Post writes an ordered frame directly from the calling goroutine when
 // nothing is queued before it and credit allows, else hands it to the
-// writer and returns at once (f.done tells when it is written). It is how
+// writer and returns at once (f.Done tells when it is written). It is how
 // a collective sends its small frames: no goroutine handoff on the latency
 // path, and no wait where the writer must do it.
-func (p *peer) post(f *outFrame) error { return p.sendAs(f, true, false) }
+func (p *Peer) Post(f *Frame) error { return p.sendAs(f, true, false) }
 
-func (p *peer) sendAs(f *outFrame, direct, wait bool) error {
+func (p *Peer) sendAs(f *Frame, direct, wait bool) error {
 	cost := f.cost()
 	p.qmu.Lock()
 	if err := p.werr; err != nil {
@@ -283,9 +343,9 @@ func (p *peer) sendAs(f *outFrame, direct, wait bool) error {
 		if more {
 			p.wake()
 		}
-		if f.done != nil {
-			f.err = err
-			close(f.done)
+		if f.Done != nil {
+			f.Err = err
+			close(f.Done)
 		}
 		return err
 	}
@@ -294,49 +354,49 @@ func (p *peer) sendAs(f *outFrame, direct, wait bool) error {
 	p.qmu.Unlock()
 	p.wake()
 	if starved {
-		p.readSoon() // the credit comes in a frame someone must read
+		p.ReadSoon() // the credit comes in a frame someone must read
 	}
-	if !wait || f.done == nil {
+	if !wait || f.Done == nil {
 		return nil
 	}
-	dead, deadErr := p.up.dead()
+	dead, deadErr := p.up.Dead()
 	select {
-	case <-f.done:
-		return f.err
+	case <-f.Done:
+		return f.Err
 	case <-dead:
 		select {
-		case <-f.done:
-			return f.err
+		case <-f.Done:
+			return f.Err
 		default:
 			return deadErr()
 		}
 	}
 }
 
-// enqueue hands an ordered frame to the writer and returns at once.
-func (p *peer) enqueue(f *outFrame) error { return p.send(f, false) }
+// Enqueue hands an ordered frame to the writer and returns at once.
+func (p *Peer) Enqueue(f *Frame) error { return p.Send(f, false) }
 
 // writeFrame writes one frame into bw, corking the connection below TLS
 // for a large one (cork.go). Call with wmu held.
-func (p *peer) writeFrame(f *outFrame) error {
-	if len(f.head)+len(f.payload) >= corkMin && p.cork != nil {
+func (p *Peer) writeFrame(f *Frame) error {
+	if len(f.Head)+len(f.Payload) >= corkMin && p.cork != nil {
 		p.cork.cork()
 	}
-	f.h.Source = uint32(p.l.self) // the generation was set by who made the frame
-	f.h.Put(p.hb[:])
+	f.H.Source = uint32(p.sh.Self) // the generation was set by who made the frame
+	f.H.Put(p.hb[:])
 	if _, err := p.bw.Write(p.hb[:]); err != nil {
 		return err
 	}
-	if _, err := p.bw.Write(f.head); err != nil {
+	if _, err := p.bw.Write(f.Head); err != nil {
 		return err
 	}
-	_, err := p.bw.Write(f.payload)
+	_, err := p.bw.Write(f.Payload)
 	return err
 }
 
 // flush writes out what bw holds and what the cork gathered. Call with wmu
 // held.
-func (p *peer) flush() error {
+func (p *Peer) flush() error {
 	err := p.bw.Flush()
 	if p.cork != nil {
 		if uerr := p.cork.uncork(); err == nil {
@@ -348,7 +408,7 @@ func (p *peer) flush() error {
 
 // take removes the control frames and the ordered frames that credit
 // allows, unless a direct write is under way. Call with qmu held.
-func (p *peer) take() (ctl, data []*outFrame) {
+func (p *Peer) take() (ctl, data []*Frame) {
 	ctl, p.ctlq = p.ctlq, nil
 	if p.direct > 0 {
 		return ctl, nil
@@ -359,7 +419,7 @@ func (p *peer) take() (ctl, data []*outFrame) {
 		n++
 	}
 	if n > 0 {
-		data = append([]*outFrame(nil), p.pending[:n]...)
+		data = append([]*Frame(nil), p.pending[:n]...)
 		copy(p.pending, p.pending[n:])
 		for i := len(p.pending) - n; i < len(p.pending); i++ {
 			p.pending[i] = nil
@@ -370,7 +430,7 @@ func (p *peer) take() (ctl, data []*outFrame) {
 	return ctl, data
 }
 
-func (p *peer) writeLoop() {
+func (p *Peer) writeLoop() {
 	defer p.wg.Done()
 	defer close(p.writerDone)
 	for {
@@ -391,10 +451,10 @@ func (p *peer) writeLoop() {
 			err := werr
 			large := 0
 			for _, f := range data {
-				large += len(f.head) + len(f.payload)
+				large += len(f.Head) + len(f.Payload)
 			}
 			if large >= corkMin {
-				p.l.writing.Add(1)
+				p.sh.Writing.Add(1)
 			}
 			if err == nil {
 				p.wmu.Lock()
@@ -414,7 +474,7 @@ func (p *peer) writeLoop() {
 				p.wmu.Unlock()
 			}
 			if large >= corkMin {
-				p.l.writing.Add(-1)
+				p.sh.Writing.Add(-1)
 			}
 			p.qmu.Lock()
 			p.writerData -= len(data)
@@ -423,9 +483,9 @@ func (p *peer) writeLoop() {
 			}
 			p.qmu.Unlock()
 			for _, f := range data {
-				if f.done != nil {
-					f.err = err
-					close(f.done)
+				if f.Done != nil {
+					f.Err = err
+					close(f.Done)
 				}
 			}
 		}
@@ -443,9 +503,10 @@ func (p *peer) writeLoop() {
 // whenever no receiver has read in the last readGrace, so that heartbeats
 // and aborts are never left unread for long. Waits that need the reader
 // goroutine now — a wildcard receive, credit for a held-back send, the
-// byes of Finish — call readSoon, which ends its grace at once. The grace is long because the reader
-// goroutine's timer is a wake-up of an idle thread each time it fires, and
-// a wake-up costs a spinning receiver as much as a round trip. A read
+// byes of Finish — call ReadSoon, which ends its grace at once. The grace
+// is long because the reader goroutine's timer is a wake-up of an idle
+// thread each time it fires, and a wake-up costs a spinning receiver as
+// much as a round trip. A read
 // interrupted by a deadline (ctx cancelled, the job ended) keeps its
 // partial frame in rs and goes on later.
 const readGrace = 10 * time.Millisecond
@@ -458,7 +519,7 @@ type readState struct {
 	pn      int // payload bytes read
 }
 
-func (p *peer) readLoop(br *bufio.Reader) {
+func (p *Peer) readLoop(br *bufio.Reader) {
 	defer p.wg.Done()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
@@ -470,7 +531,7 @@ func (p *peer) readLoop(br *bufio.Reader) {
 			case <-p.rkick:
 			case <-p.stop:
 				// Stopped: keep reading only what Finish still waits for.
-				if p.up.closing() && !p.gone.Load() {
+				if p.up.Closing() && !p.gone.Load() {
 					continue
 				}
 				return
@@ -495,9 +556,9 @@ func (p *peer) readLoop(br *bufio.Reader) {
 	}
 }
 
-// readSoon makes the reader goroutine read now if no receiver holds the
+// ReadSoon makes the reader goroutine read now if no receiver holds the
 // connection, rather than after its grace.
-func (p *peer) readSoon() {
+func (p *Peer) ReadSoon() {
 	p.foreground.Store(0)
 	select {
 	case p.rkick <- struct{}{}:
@@ -507,7 +568,7 @@ func (p *peer) readSoon() {
 
 // readOne reads and dispatches one frame. Call with rmu held. It reports
 // false when the connection is finished (p.gone is then set).
-func (p *peer) readOne() bool {
+func (p *Peer) readOne() bool {
 	rs := &p.rs
 	for rs.hn < wire.HeaderSize {
 		n, err := p.br.Read(rs.hb[rs.hn:])
@@ -518,21 +579,21 @@ func (p *peer) readOne() bool {
 		}
 	}
 	if rs.pn == 0 && rs.payload == nil {
-		h, err := wire.Decode(rs.hb[:], p.rank)
+		h, err := wire.Decode(rs.hb[:], p.slot)
 		if err != nil {
 			p.readFailed(err)
 			return false
 		}
-		if countedType(h.Type) {
+		if Counted(h.Type) {
 			// The window is enforced on the header, before the payload
 			// is allocated or read.
-			if held := p.held.Add(frameCost(int(h.Length))); held > Window {
-				p.refuse(violation(p.rank, "it sent a %s frame of %d bytes past its credit: %d bytes unconsumed, window %d", h.Type, h.Length, held, Window))
+			if held := p.held.Add(FrameCost(int(h.Length))); held > Window {
+				p.Refuse(codes.Violation(p.slot, "it sent a %s frame of %d bytes past its credit: %d bytes unconsumed, window %d", h.Type, h.Length, held, Window))
 				return false
 			}
 		}
 		rs.h = h
-		rs.payload = getBuf(int(h.Length)) // filled whole before use
+		rs.payload = bufpool.Get(int(h.Length)) // filled whole before use
 	}
 	for rs.pn < len(rs.payload) {
 		n, err := p.br.Read(rs.payload[rs.pn:])
@@ -547,8 +608,8 @@ func (p *peer) readOne() bool {
 	if len(payload) == 0 {
 		payload = nil
 	}
-	if err := p.up.arrive(p, h, payload); err != nil {
-		p.refuse(err)
+	if err := p.up.Arrive(h, payload); err != nil {
+		p.Refuse(err)
 		return false
 	}
 	if h.Type == wire.Bye {
@@ -560,15 +621,15 @@ func (p *peer) readOne() bool {
 
 // heard records that n bytes came from the peer: a peer in the middle of a
 // large frame is alive, whole frames or not.
-func (p *peer) heard(n int) {
+func (p *Peer) heard(n int) {
 	if n > 0 {
-		p.lastHeard.Store(p.l.now().UnixNano())
+		p.lastHeard.Store(p.sh.Now().UnixNano())
 	}
 }
 
 // readErr handles a read error in the middle of readOne: a deadline only
 // interrupts (the partial frame stays in rs); anything else ends reading.
-func (p *peer) readErr(err error) bool {
+func (p *Peer) readErr(err error) bool {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		p.conn.SetReadDeadline(time.Time{})
 		return !p.gone.Load()
@@ -577,21 +638,21 @@ func (p *peer) readErr(err error) bool {
 	return false
 }
 
-// interrupt makes a blocked read return (it goes on later).
-func (p *peer) interrupt() { p.conn.SetReadDeadline(time.Unix(1, 0)) }
+// Interrupt makes a blocked read return (it goes on later).
+func (p *Peer) Interrupt() { p.conn.SetReadDeadline(time.Unix(1, 0)) }
 
-// readFor reads this peer's frames from the calling goroutine until done is
+// ReadFor reads this peer's frames from the calling goroutine until done is
 // closed, the connection ends, the job ends or ctx ends, if no other
 // goroutine is reading; it reports whether it read.
-func (p *peer) readFor(ctx context.Context, done <-chan struct{}) bool {
-	if !p.rmu.TryLock() && (!p.l.spins || !p.takeOver()) {
+func (p *Peer) ReadFor(ctx context.Context, done <-chan struct{}) bool {
+	if !p.rmu.TryLock() && (!p.sh.Spins || !p.takeOver()) {
 		return false
 	}
 	stop := func() bool { return false }
 	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, p.interrupt)
+		stop = context.AfterFunc(ctx, p.Interrupt)
 	}
-	dead, _ := p.up.dead()
+	dead, _ := p.up.Dead()
 	for !p.gone.Load() && ctx.Err() == nil {
 		select {
 		case <-done:
@@ -620,13 +681,13 @@ func (p *peer) readFor(ctx context.Context, done <-chan struct{}) bool {
 // interruption only adds to it (measured: 300 µs a barrier of three ranks
 // instead of 200), so it is not tried. It reports whether it holds rmu;
 // false when another receiver reads (it dispatches what it reads).
-func (p *peer) takeOver() bool {
+func (p *Peer) takeOver() bool {
 	p.foreground.Store(time.Now().UnixNano())
 	for i := 0; i < takeOverTries; i++ {
 		if !p.bgReading.Load() {
 			return p.rmu.TryLock()
 		}
-		p.interrupt()
+		p.Interrupt()
 		goruntime.Gosched()
 		if p.rmu.TryLock() {
 			return true
@@ -642,38 +703,38 @@ const takeOverTries = 1000
 // readFailed handles the end of the reader: a bye before it is normal; a
 // broken connection without bye is a loss (SPEC §7); a bad header ends the
 // job with its code.
-func (p *peer) readFailed(err error) {
+func (p *Peer) readFailed(err error) {
 	p.gone.Store(true)
-	if p.bye.Load() || p.up.expected() {
+	if p.bye.Load() || p.up.Expected() {
 		// The job is over already: connections closing now are its end,
 		// not a new loss.
 		return
 	}
 	if ce := codes.As(err); ce != nil {
-		ce.Rank = p.rank
-		p.refuse(ce)
+		ce.Rank = p.slot
+		p.Refuse(ce)
 		return
 	}
 	why := "connection broke without bye"
 	if errors.Is(err, io.EOF) {
 		why = "connection closed without bye"
 	}
-	p.up.lost(p.rank, why)
+	p.up.Lost(why)
 }
 
-// refuse ends the job over a frame of this peer that the protocol does
-// not allow, and the connection with it: the abort that says why is queued
-// first (fail) and written before the connection closes, so the sender
-// learns the code instead of seeing a closed connection, which it would
-// take for a loss. Nothing more is read from the peer.
-func (p *peer) refuse(err error) {
-	p.up.refused(p.rank, err) // before gone: tell skips peers that are gone
+// Refuse ends the job over a frame of this peer that the protocol does
+// not allow, and the connection with it: the abort that says why is
+// queued first (the Sink's Refused) and written before the connection
+// closes, so the sender learns the code instead of seeing a closed
+// connection, which it would take for a loss. Nothing more is read from the peer.
+func (p *Peer) Refuse(err error) {
+	p.up.Refused(err) // before gone: tell skips peers that are gone
 	p.gone.Store(true)
-	go p.closeGracefully(time.Second) // not on the reading goroutine: it may be a receiver's
+	go p.CloseGracefully(time.Second) // not on the reading goroutine: it may be a receiver's
 }
 
-// close ends the connection; safe more than once.
-func (p *peer) close() {
+// Close ends the connection; safe more than once.
+func (p *Peer) Close() {
 	p.closeOnce.Do(func() {
 		p.gone.Store(true) // its reader may stop before it reads the end: nobody waits for it again
 		close(p.stop)
@@ -681,10 +742,10 @@ func (p *peer) close() {
 	})
 }
 
-// closeGracefully stops the writer after it drained its control queue and
+// CloseGracefully stops the writer after it drained its control queue and
 // flushed (waiting at most wait), then closes the connection and waits for
 // the reader.
-func (p *peer) closeGracefully(wait time.Duration) {
+func (p *Peer) CloseGracefully(wait time.Duration) {
 	p.closeOnce.Do(func() {
 		close(p.stop)
 		t := time.NewTimer(wait)

@@ -1,9 +1,8 @@
-package runtime_test
+package mesh
 
 import (
 	"testing"
-
-	"sperli/runtime"
+	"time"
 )
 
 // TestAdaptSpin: the spin budget halves after parks spinning could not
@@ -11,7 +10,8 @@ import (
 // a longer spin would have saved; it never passes the limit.
 func TestAdaptSpin(t *testing.T) {
 	const limit = 1000_000 // 1 ms in ns
-	c := runtime.NewFdConnForTest(limit)
+	c := &fdConn{fd: -1}
+	c.setSpin(time.Duration(limit))
 	steps := []struct {
 		hit    bool
 		waited int64
@@ -31,7 +31,8 @@ func TestAdaptSpin(t *testing.T) {
 		{true, 0, limit}, // never past the limit
 	}
 	for i, s := range steps {
-		if got := runtime.AdaptForTest(c, s.hit, s.waited); got != s.want {
+		c.adapt(c.budget.Load(), s.hit, s.waited)
+		if got := c.budget.Load(); got != s.want {
 			t.Fatalf("step %d: adapt(hit %v, waited %d) = budget %d, want %d", i, s.hit, s.waited, got, s.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package runtime
+package mesh
 
 import (
 	"bufio"
@@ -13,13 +13,14 @@ import (
 	"sperli/wire"
 )
 
-// fakeSink is a sink that records what a connection tells it.
+// fakeSink is a Sink that records what its connection tells it.
 type fakeSink struct {
+	p        *Peer
 	mu       sync.Mutex
 	frames   []string // "tag:payload" of every data frame, in order
 	losses   []string
 	refusals []error
-	refuse   uint32 // a data frame of this tag is refused (arrive's error)
+	refuse   uint32 // a data frame of this tag is refused (Arrive's error)
 	news     chan struct{}
 	end      chan struct{}
 }
@@ -35,7 +36,7 @@ func (s *fakeSink) told() {
 	}
 }
 
-func (s *fakeSink) arrive(p *peer, h wire.Header, payload []byte) error {
+func (s *fakeSink) Arrive(h wire.Header, payload []byte) error {
 	if h.Type != wire.Data {
 		return nil
 	}
@@ -46,29 +47,29 @@ func (s *fakeSink) arrive(p *peer, h wire.Header, payload []byte) error {
 	}
 	s.frames = append(s.frames, fmt.Sprintf("%d:%s", h.Tag, payload))
 	s.mu.Unlock()
-	p.consumed(frameCost(len(payload)))
+	s.p.Consumed(FrameCost(len(payload)))
 	s.told()
 	return nil
 }
 
-func (s *fakeSink) lost(slot int, why string) {
+func (s *fakeSink) Lost(why string) {
 	s.mu.Lock()
-	s.losses = append(s.losses, fmt.Sprintf("slot %d: %s", slot, why))
+	s.losses = append(s.losses, fmt.Sprintf("slot %d: %s", s.p.Slot(), why))
 	s.mu.Unlock()
 	s.told()
 }
 
-func (s *fakeSink) refused(slot int, err error) {
+func (s *fakeSink) Refused(err error) {
 	s.mu.Lock()
 	s.refusals = append(s.refusals, err)
 	s.mu.Unlock()
 	s.told()
 }
 
-func (s *fakeSink) closing() bool  { return false }
-func (s *fakeSink) expected() bool { return false }
-func (s *fakeSink) gen() uint32    { return 0 }
-func (s *fakeSink) dead() (<-chan struct{}, func() error) {
+func (s *fakeSink) Closing() bool  { return false }
+func (s *fakeSink) Expected() bool { return false }
+func (s *fakeSink) Gen() uint32    { return 0 }
+func (s *fakeSink) Dead() (<-chan struct{}, func() error) {
 	return s.end, func() error { return errors.New("ended") }
 }
 
@@ -82,33 +83,28 @@ func (s *fakeSink) waitFor(t *testing.T, what string, ok func() bool) {
 		if done {
 			return
 		}
-		select {
-		case <-s.news:
-		case <-time.After(time.Minute):
-			t.Fatalf("no %s within a minute", what)
-		}
+		<-s.news // the test's deadline ends a wait for what never comes
 	}
 }
 
 // sinkPair is two peers, slots 0 and 1, on the two ends of an in-memory
 // connection, each telling its own fake sink: the connection code with no
 // Comm above it.
-func sinkPair(t *testing.T) (a, b *peer, sa, sb *fakeSink) {
+func sinkPair(t *testing.T) (a, b *Peer, sa, sb *fakeSink) {
 	ca, cb := memnet.Pipe(64<<10, nil, nil)
-	mk := func(self, other int, conn *memnet.Conn, s *fakeSink) *peer {
-		l := &links{self: self, now: time.Now}
-		p := newPeer(l, other, conn, 5000)
-		p.up = s
-		p.start(bufio.NewReader(conn))
-		t.Cleanup(func() { p.close(); p.wg.Wait() })
+	mk := func(self, other int, conn *memnet.Conn, s *fakeSink) *Peer {
+		p := New(&Shared{Self: self, Now: time.Now}, s, other, conn, 5000)
+		s.p = p
+		p.Start(bufio.NewReader(conn))
+		t.Cleanup(func() { p.Close(); p.Wait() })
 		return p
 	}
 	sa, sb = newFakeSink(), newFakeSink()
 	return mk(0, 1, ca, sa), mk(1, 0, cb, sb), sa, sb
 }
 
-func dataFrame(tag int, payload []byte) *outFrame {
-	return &outFrame{h: wire.Header{Type: wire.Data, Tag: uint32(tag), Length: uint32(len(payload))}, payload: payload, counted: true, done: make(chan struct{})}
+func dataFrame(tag int, payload []byte) *Frame {
+	return &Frame{H: wire.Header{Type: wire.Data, Tag: uint32(tag), Length: uint32(len(payload))}, Payload: payload, Counted: true, Done: make(chan struct{})}
 }
 
 // TestPeerOverASink: frames sent on a connection arrive at the other end's
@@ -121,7 +117,7 @@ func TestPeerOverASink(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		payload := bytes.Repeat([]byte{byte('a' + i%26)}, (i*977)%(300<<10))
 		want = append(want, fmt.Sprintf("%d:%s", i%7, payload))
-		if err := a.send(dataFrame(i%7, payload), i%2 == 0); err != nil {
+		if err := a.Send(dataFrame(i%7, payload), i%2 == 0); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
@@ -135,7 +131,7 @@ func TestPeerOverASink(t *testing.T) {
 	sb.mu.Lock()
 	sb.refuse = 99
 	sb.mu.Unlock()
-	if err := a.send(dataFrame(99, []byte("no")), true); err != nil {
+	if err := a.Send(dataFrame(99, []byte("no")), true); err != nil {
 		t.Fatal(err)
 	}
 	sb.waitFor(t, "the refusal", func() bool { return len(sb.refusals) == 1 })
@@ -144,7 +140,7 @@ func TestPeerOverASink(t *testing.T) {
 	}
 
 	a2, _, _, sb2 := sinkPair(t)
-	a2.close()
+	a2.Close()
 	sb2.waitFor(t, "the loss", func() bool { return len(sb2.losses) == 1 })
 	if got := sb2.losses[0]; got != "slot 0: connection closed without bye" {
 		t.Errorf("lost %q, want slot 0 closed without bye", got)
