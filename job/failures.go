@@ -27,6 +27,13 @@ import (
 //	                goes mute in it (sends no agreement message, answers
 //	                none) while it lives and heartbeats — the agreement
 //	                stalls, which the launcher's deadline must end
+//	stop-collective-K
+//	                not a death: as its K-th collective starts the rank
+//	                process stops itself (SIGSTOP), as a frozen or swapped
+//	                out process would; whoever runs the test continues it
+//	                (SIGCONT) — before its silence limit, or after it, when
+//	                the others have declared it lost. A rank run inside
+//	                another program (Job.Die set) dies there instead
 type Failure struct {
 	Inc   uint32
 	Rank  int
@@ -37,7 +44,7 @@ type Failure struct {
 // MaxFailures is the most entries a schedule may have.
 const MaxFailures = 64
 
-var failurePoints = map[string]bool{"before-ckpt": true, "mid-ckpt": true, "after-ckpt": true, "collective": true, "agree": true, "mute-agree": true}
+var failurePoints = map[string]bool{"before-ckpt": true, "mid-ckpt": true, "after-ckpt": true, "collective": true, "agree": true, "mute-agree": true, "stop-collective": true}
 
 // ParseFailures parses a failure schedule strictly: unique (incarnation,
 // rank) pairs of non-negative numbers, known points, at most 64 entries.
@@ -75,7 +82,7 @@ func ParseFailures(s string) ([]Failure, error) {
 			}
 			k, err := strconv.Atoi(kS)
 			if !ok || !failurePoints[name] || err != nil || k < 1 || kS[0] == '+' {
-				return nil, bad("point is not one of before-ckpt-K, mid-ckpt-K, after-ckpt-K, collective-K, agree-K, mute-agree-K with K ≥ 1")
+				return nil, bad("point is not one of before-ckpt-K, mid-ckpt-K, after-ckpt-K, collective-K, agree-K, mute-agree-K, stop-collective-K with K ≥ 1")
 			}
 			f.Point, f.K = name, k
 		}

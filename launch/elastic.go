@@ -253,6 +253,13 @@ func (g *generations) report(slot int, line []byte) int {
 	switch r.Kind {
 	case "spare":
 		g.mu.Lock()
+		if g.zombieLocked(slot, r.Gen) {
+			// A slot the job went on without (stopped past the silence
+			// limit, then continued) sees the others' links to it end:
+			// what it says of them is no loss.
+			g.mu.Unlock()
+			return -1
+		}
 		fresh := false
 		for _, s := range r.Lost {
 			fresh = fresh || !g.gone[s]
@@ -286,6 +293,21 @@ func (g *generations) report(slot int, line []byte) int {
 	defer g.mu.Unlock()
 	g.seenLocked(slot, r)
 	return r.Gen
+}
+
+// zombieLocked reports whether slot, reporting of generation gen, was
+// already left behind: lost and replaced, or named lost by a later
+// generation that a slot reported (said or not yet).
+func (g *generations) zombieLocked(slot, gen int) bool {
+	if g.gone[slot] || gen < g.gen {
+		return true
+	}
+	for later, r := range g.lines {
+		if later > gen && slices.Contains(r.Lost, slot) {
+			return true
+		}
+	}
+	return false
 }
 
 func (g *generations) seenLocked(slot int, r record.Gen) {

@@ -886,7 +886,18 @@ func (c *Comm) Finish() error {
 			break
 		}
 	}
+	var deadErr error
+	select {
+	case <-c.dead:
+		// The job ended while this rank waited for the byes: a peer lost
+		// before its bye, or an abort.
+		deadErr = c.deadErr()
+	default:
+	}
 	c.Close()
+	if deadErr != nil {
+		return deadErr
+	}
 	return openErr
 }
 

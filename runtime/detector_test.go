@@ -30,9 +30,10 @@ func TestDetector(t *testing.T) {
 		{100, []peerSeen{{rank: 1, lastHeard: at(0)}}, true, false, nil},
 		{200, []peerSeen{{rank: 1, lastHeard: at(0)}}, true, true, nil},
 		{300, []peerSeen{{rank: 1, lastHeard: at(0)}}, true, false, nil},
+		{700, []peerSeen{{rank: 1, lastHeard: at(0)}}, true, true, nil},
 		{1000, []peerSeen{{rank: 1, lastHeard: at(0)}}, true, true, nil}, // exactly the limit: not yet
 		{1001, []peerSeen{{rank: 1, lastHeard: at(0)}, {rank: 2, lastHeard: at(900)}}, true, false, []int{1}},
-		{3000, []peerSeen{{rank: 1, lastHeard: at(2500)}, {rank: 2, lastHeard: at(0), quiet: true}}, true, true, nil},
+		{1400, []peerSeen{{rank: 1, lastHeard: at(1300)}, {rank: 2, lastHeard: at(0), quiet: true}}, true, true, nil},
 		{9000, []peerSeen{{rank: 1, lastHeard: at(0)}}, false, true, nil},
 	}
 	for _, s := range steps {
@@ -45,8 +46,40 @@ func TestDetector(t *testing.T) {
 			t.Errorf("step(+%d ms) = beat %v, lost %v; want beat %v, lost %v", s.now, beat, ranks, s.beat, s.lost)
 		}
 	}
-	_, lost := newDetector(t0).step(at(1500), every, silence, []peerSeen{{rank: 3, lastHeard: at(0)}}, true)
+	d = newDetector(t0)
+	var lost []lostPeer
+	for _, ms := range []int{400, 800, 1200, 1500} {
+		_, lost = d.step(at(ms), every, silence, []peerSeen{{rank: 3, lastHeard: at(0)}}, true)
+	}
 	if len(lost) != 1 || lost[0].why != "no frame for 1500 ms" {
 		t.Errorf("lost = %+v, want rank 3, %q", lost, "no frame for 1500 ms")
+	}
+}
+
+// TestDetectorOwnStall: a process that did not run for longer than half
+// its silence limit (stopped, then continued) declares no peer lost for
+// the silence it could not see; a peer that stays silent after it is
+// declared lost one silence limit after the stall.
+func TestDetectorOwnStall(t *testing.T) {
+	t0 := time.Unix(5000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	const every, silence = 200 * time.Millisecond, time.Second
+	d := newDetector(t0)
+	for ms := 100; ms <= 900; ms += 100 {
+		if _, lost := d.step(at(ms), every, silence, []peerSeen{{rank: 1, lastHeard: at(0)}, {rank: 2, lastHeard: at(0)}}, true); lost != nil {
+			t.Fatalf("at +%d ms: lost %+v before the limit", ms, lost)
+		}
+	}
+	// Stopped from +900 ms to +3500 ms: rank 1 speaks again once this
+	// process reads, rank 2 never does.
+	for ms := 3500; ms <= 4500; ms += 100 {
+		_, lost := d.step(at(ms), every, silence, []peerSeen{{rank: 1, lastHeard: at(ms)}, {rank: 2, lastHeard: at(0)}}, true)
+		if lost != nil {
+			t.Fatalf("at +%d ms, %d ms after the stall: lost %+v", ms, ms-3500, lost)
+		}
+	}
+	_, lost := d.step(at(4501), every, silence, []peerSeen{{rank: 1, lastHeard: at(4500)}, {rank: 2, lastHeard: at(0)}}, true)
+	if len(lost) != 1 || lost[0].rank != 2 || lost[0].why != "no frame for 4501 ms" {
+		t.Fatalf("a silence limit after the stall: lost %+v, want rank 2, \"no frame for 4501 ms\"", lost)
 	}
 }

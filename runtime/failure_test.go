@@ -3,8 +3,11 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,6 +109,26 @@ func TestHeartbeatsKeepComputingRankAlive(t *testing.T) {
 	got, err := comms[0].Recv(ctx, 1, 1)
 	if err != nil || string(got) != "done" {
 		t.Fatalf("Recv after a long computation = %q, %v", got, err)
+	}
+}
+
+// TestFinishWaitsForAComputingPeer: a rank that finished waits in Finish
+// for a peer that computes for many silence limits before it finishes too:
+// the peer heartbeats it after its bye, so the wait ends with the peer's
+// bye, not with a loss.
+func TestFinishWaitsForAComputingPeer(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 2)
+	f.spec.SilenceMS = 1000
+	comms := f.initAll(ctx)
+	done := make(chan error, 1)
+	go func() { done <- comms[0].Finish() }()
+	time.Sleep(3 * time.Second) // "computing": three silence limits
+	if err := comms[1].Finish(); err != nil {
+		t.Fatalf("Finish of the rank that computed = %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Finish of the rank that waited = %v, want nil (its peer was alive)", err)
 	}
 }
 
@@ -259,5 +282,61 @@ func TestDetectorClosesAtOnce(t *testing.T) {
 			}
 		}
 		comms[2].Close()
+	}
+}
+
+// TestLossAfterAByeIsNotRecovered: with a spare, a rank lost (silent)
+// while the others wait in Finish, their byes sent, is not recovered in
+// place — the ranks that said bye read no more frames, so no generation
+// can run the program again — and every slot ends: the ranks that
+// finished with H1611 saying so, the spare without waiting for ever.
+func TestLossAfterAByeIsNotRecovered(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 4)
+	f.spec.Size, f.spec.Spares, f.spec.SilenceMS = 3, 1, 300
+	errs := make([]error, 4)
+	comms := make([]*runtime.Comm, 4)
+	var wg sync.WaitGroup
+	for s := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if s == 2 {
+				// Joins, then goes silent with its connections open (a
+				// stopped process), never to finish.
+				c, err := runtime.Init(ctx, f.job(s))
+				comms[s], errs[s] = c, err
+				if err == nil {
+					runtime.FreezeForTest(c)
+				}
+				return
+			}
+			t0 := time.Now()
+			comms[s], errs[s] = runtime.Run(ctx, f.job(s), func(ctx context.Context, c *runtime.Comm) error { return c.Finish() })
+			t.Logf("slot %d after %v: %v", s, time.Since(t0), errs[s])
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	if errs[2] != nil {
+		t.Fatalf("slot 2's join: %v", errs[2])
+	}
+	for _, s := range []int{0, 1} {
+		wantCode(t, fmt.Sprintf("rank %d's Finish", s), errs[s], codes.PeerLost)
+		if !strings.Contains(errs[s].Error(), "rank 2 (slot 2) lost") || !strings.Contains(errs[s].Error(), "not recovered in place") {
+			t.Errorf("rank %d: %v, want rank 2's loss, not recovered in place", s, errs[s])
+		}
+	}
+	if errors.Is(errs[3], context.DeadlineExceeded) {
+		t.Errorf("the spare waited until the test's deadline: %v", errs[3])
+	}
+	if comms[3] == nil || comms[3].Rank() >= 0 {
+		t.Errorf("the spare took a rank: %v (error %v)", comms[3], errs[3])
 	}
 }

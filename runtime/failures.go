@@ -21,12 +21,18 @@ func (c *Comm) failurePoint(point string, k int) {
 	if f == nil {
 		return
 	}
-	hit := f.Point == point && f.K == k
+	hit := (f.Point == point || f.Point == "stop-"+point) && f.K == k
 	if f.Point == "" {
 		hit = (point == "after-ckpt" && k == 1) || (point == "collective" && k == 1 && !c.ckpt.used)
 	}
 	if hit && f.Point == "mute-agree" {
 		c.links.rec.muted = true // the recovery loop calls this
+		return
+	}
+	if hit && f.Point == "stop-collective" && c.links.proc.stop != nil {
+		traceInstant("stopped by the test failure schedule", record.TraceCalls)
+		traceFlush()
+		c.links.proc.stop() // returns once continued
 		return
 	}
 	if hit {

@@ -30,7 +30,10 @@ type links struct {
 
 	cur atomic.Pointer[Comm] // the job's communicator of the generation this slot is in
 
-	silenceMS    atomic.Int64 // this slot's silence limit
+	silenceMS atomic.Int64 // this slot's silence limit
+	// stalledMS is how long this process last did not run (the
+	// detector's own stall: stopped, frozen or starved), 0 if never.
+	stalledMS    atomic.Int64
 	closingNow   atomic.Bool  // Finish or Close under way: broken connections are expected
 	staleDropped atomic.Int64 // frames of an older generation (or another incarnation) dropped
 
@@ -297,7 +300,12 @@ func (c *Comm) origin() int {
 
 func (l *links) heartbeatAll() {
 	for _, p := range l.peers {
-		if p != nil && !p.Gone() {
+		// A peer that said bye still watches this slot: it waits in its
+		// Finish for this slot's bye, its detector running, and reads
+		// until then (its reader here ended at its bye; the writer goes
+		// on). Once this slot said bye itself it sends nothing more: the
+		// peers stop reading it there.
+		if p != nil && (!p.Gone() || p.Bye()) && !l.closingNow.Load() {
 			p.Control(wire.Heartbeat, nil)
 		}
 	}
@@ -351,7 +359,12 @@ func (l *links) monitor() {
 		}
 		// Nothing more to detect once the job is over; keep heartbeating
 		// until closed.
-		beat, lost := d.step(l.now(), every, silence, seen, !l.jobOver())
+		now := l.now()
+		gap := now.Sub(d.lastStep)
+		beat, lost := d.step(now, every, silence, seen, !l.jobOver())
+		if d.resumed.Equal(now) {
+			l.stalledMS.Store(max(1, gap.Milliseconds()))
+		}
 		if beat {
 			l.heartbeatAll()
 		}

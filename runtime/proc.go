@@ -25,4 +25,7 @@ type proc struct {
 	// die ends the process at once, as a crash would (the test failure
 	// schedule, failures.go); nil: Job.Die must be set.
 	die func()
+	// stop stops the process until it is continued (SIGSTOP; the
+	// failure point stop-collective-K); nil: that point dies instead.
+	stop func()
 }

@@ -318,6 +318,7 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 	traceInstant(fmt.Sprintf("slot %d lost", slot), record.TraceRecovery, tstr("why", why))
 	if p := r.l.peers[slot]; p != nil {
 		p.Close()
+		r.l.byeSeen() // a spare that waits for the ranks' ends looks again
 	}
 	if !note && r.eng == nil && r.layout.IsSpare(r.l.self) && r.everyRankLost() {
 		if r.aloneLeft() {
@@ -355,12 +356,39 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 		return
 	}
 	if _, isRank := r.layout.RankOf(slot); !isRank {
-		if r.layout.IsSpare(slot) {
+		if r.layout.IsSpare(slot) && r.l.stalledMS.Load() == 0 {
+			// (A slot that did not run for a while may be the one the
+			// others left: what it sees end says nothing of the spare.
+			// Every live slot reports a spare's loss.)
 			r.report("spare", fmt.Sprintf("slot %d (a spare) lost: %s", slot, why), slot)
 		}
 		return // a lost spare is recorded and nothing else happens
 	}
+	if who := r.finishing(); who != "" {
+		// Every rank runs the program again in the next generation; one
+		// that said bye reads no more and is read no more. The job ends
+		// as without spares (the launcher may restart it).
+		rank, _ := r.layout.RankOf(slot)
+		r.end(&codes.Error{Code: codes.PeerLost, Rank: rank,
+			Msg:   fmt.Sprintf("rank %d (slot %d) lost: %s, after %s finished: a generation whose ranks have begun to finish is not recovered in place", rank, slot, why, who),
+			Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost}})
+		return
+	}
 	r.begin(slot, why)
+}
+
+// finishing names a rank of this generation that has said bye (this one,
+// or the lowest whose bye came), or is "".
+func (r *recovery) finishing() string {
+	if _, isRank := r.layout.RankOf(r.l.self); isRank && r.l.closingNow.Load() {
+		return "this rank"
+	}
+	for rank, s := range r.layout.Ranks {
+		if p := r.l.peers[s]; p != nil && p.Bye() {
+			return fmt.Sprintf("rank %d", rank)
+		}
+	}
+	return ""
 }
 
 // aloneLeft reports whether every other slot is known lost to this one.
@@ -551,6 +579,10 @@ func (r *recovery) progress() {
 			if r.aloneLeft() {
 				// Not a minority that lost the others: the others left it.
 				err = r.zombie()
+			} else if e := codes.As(err); e != nil && e.Code == codes.PeerLost && r.l.stalledMS.Load() > 0 {
+				// This process did not run for a while: it, not the
+				// others, is the one that was silent.
+				err = codes.New(codes.PeerLost, "slot %d did not run for %d ms (stopped, frozen or starved), then %s: the others most likely declared it lost and went on without it", r.l.self, r.l.stalledMS.Load(), e.Msg)
 			}
 			r.end(err)
 			return
@@ -757,14 +789,18 @@ func (r *recovery) await(ctx context.Context, c *Comm) (*Comm, error) {
 }
 
 // ranksDone reports whether every rank of c's generation has said bye or
-// is gone.
+// is gone, and one at least said bye: ranks that are all lost are the
+// spares' to replace (onLost), and one lost after another's bye is
+// nobody's (it is not recovered in place).
 func (r *recovery) ranksDone(c *Comm) bool {
+	bye := false
 	for _, p := range c.peers {
 		if p != nil && !p.Bye() && !p.Gone() {
 			return false
 		}
+		bye = bye || p != nil && p.Bye()
 	}
-	return true
+	return bye
 }
 
 // Run joins the job of j (Init) and runs fn as this rank's program. In a

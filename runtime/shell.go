@@ -37,7 +37,7 @@ import (
 // the job, calls Job.OnLauncherLost or, without it, ends the process half
 // a second later with exit status 1.
 func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
-	pr := proc{die: killSelf}
+	pr := proc{die: killSelf, stop: stopSelf}
 	if j != nil && j.Launched {
 		pr.records, pr.marks, pr.pid = os.Stderr, os.Stdout, os.Getpid()
 		if j.Trace {

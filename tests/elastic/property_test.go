@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"sperli/tests/internal/testbin"
 )
@@ -18,7 +21,9 @@ import (
 // random programs — point-to-point with a fixed and with any source, the
 // collectives, agree, shrink and grow; recovered in place or managing
 // their losses — run under random losses (one slot or two, rank 0 among
-// them, at a collective or as the agreement begins). Every run ends by
+// them, at a collective or as the agreement begins; or a rank process
+// stopped with SIGSTOP at a collective and continued after a while, within
+// its silence limit or past it). Every run ends by
 // itself (the launcher's --timeout, the bound, is never needed), leaves no
 // process behind, and ends with 0 when the spares cover the losses of a
 // job recovered in place, with the result of the run without failures.
@@ -133,10 +138,19 @@ func genProgram(rng *rand.Rand, steps int, manages, grow bool) program {
 }
 
 // schedule draws the losses: one slot or two (rank 0 a third of the time),
-// each at a collective of the run or as it begins the agreement.
-func schedule(rng *rand.Rand, p program, n int, inPlace bool) (string, int) {
-	losses := 1 + rng.Intn(2)
+// each at a collective of the run or as it begins the agreement. A quarter
+// of the schedules stop the first slot (SIGSTOP) at its collective instead
+// of killing it: stop is then how long it stays stopped before the test
+// continues it, 0 otherwise. A stop counts as a loss (it is one when it
+// outlasts the silence limit).
+func schedule(rng *rand.Rand, p program, n int, inPlace bool) (_ string, losses int, stop time.Duration) {
+	losses = 1 + rng.Intn(2)
 	slots := rng.Perm(n)[:losses]
+	if rng.Intn(4) == 0 {
+		// Past the silence limit of 1 s (declared lost, then continued:
+		// a zombie that must end), or well within it (nothing lost).
+		stop = []time.Duration{200 * time.Millisecond, 2500 * time.Millisecond}[rng.Intn(2)]
+	}
 	if rng.Intn(3) == 0 && !slicesContains(slots, 0) {
 		slots[0] = 0
 	}
@@ -150,12 +164,45 @@ func schedule(rng *rand.Rand, p program, n int, inPlace bool) (string, int) {
 			gen = 1
 		}
 		point := fmt.Sprintf("collective-%d", 1+rng.Intn(max(1, p.collectives)))
-		if inPlace && losses == 2 && rng.Intn(4) == 0 {
+		switch {
+		case i == 0 && stop > 0:
+			point = "stop-" + point // in generation 0: at a collective the run makes
+		case inPlace && losses == 2 && rng.Intn(4) == 0:
 			point = "agree-1" // dies as it begins the agreement on the other's loss
 		}
 		items = append(items, fmt.Sprintf("%d:%d@%s", gen, s, point))
 	}
-	return strings.Join(items, ","), losses
+	return strings.Join(items, ","), losses, stop
+}
+
+// continueStopped watches the processes under the launcher l until it
+// ends and continues (SIGCONT) each one found stopped, stop after it was
+// first seen so. It polls every 5 ms: the loop is bounded by the
+// launcher's end, which --timeout bounds.
+func continueStopped(l *testbin.Process, stop time.Duration) {
+	seen := map[int]time.Time{}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.Done():
+			for pid := range seen {
+				syscall.Kill(pid, syscall.SIGCONT)
+			}
+			return
+		case <-tick.C:
+		}
+		for _, k := range testbin.Children(l.Cmd.Process.Pid) {
+			if k.State != "T" {
+				continue
+			}
+			if t0, ok := seen[k.PID]; !ok {
+				seen[k.PID] = time.Now()
+			} else if time.Since(t0) >= stop {
+				syscall.Kill(k.PID, syscall.SIGCONT)
+			}
+		}
+	}
 }
 
 func slicesContains(s []int, x int) bool {
@@ -179,6 +226,10 @@ func lastResult(out string) string {
 	return m[len(m)-1][1]
 }
 
+// afterFinish is what the ranks say of a loss that came after one of them
+// had said bye.
+const afterFinish = "a generation whose ranks have begun to finish is not recovered in place"
+
 func TestRecoveryProperty(t *testing.T) {
 	runs := 24
 	if s := os.Getenv("PROPERTY_RUNS"); s != "" {
@@ -197,8 +248,11 @@ func TestRecoveryProperty(t *testing.T) {
 		}
 		grow := manages && spares > 0 && rng.Intn(2) == 0
 		p := genProgram(rng, 4+rng.Intn(5), manages, grow)
-		sched, losses := schedule(rng, p, n, !manages)
+		sched, losses, stop := schedule(rng, p, n, !manages)
 		name := fmt.Sprintf("seed %d: %d ranks + %d spares, manages %v, grow %v, %s", seed, n, spares, manages, grow, sched)
+		if stop > 0 {
+			name += fmt.Sprintf(" (continued after %v)", stop)
+		}
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			dir := t.TempDir()
 			prog := filepath.Join(dir, "p.star")
@@ -206,7 +260,15 @@ func TestRecoveryProperty(t *testing.T) {
 				t.Fatal(err)
 			}
 			args := []string{"-n", fmt.Sprint(n), "--spares", fmt.Sprint(spares), "--silence", "1000", "--timeout", "80s", "--record", "rec.jsonl", prog}
-			r, work := run(t, sched, args...)
+			work := t.TempDir()
+			cmd := exec.Command(sperli, append([]string{"run"}, args...)...)
+			cmd.Dir = work
+			cmd.Env = append(slices.Clone(baseEnv), "TMPDIR="+t.TempDir(), "SPERLI_TEST_FAILURE_SCHEDULE="+sched)
+			l := testbin.Start(t, cmd)
+			watched := make(chan struct{})
+			go func() { continueStopped(l, stop); close(watched) }()
+			r := l.Wait(t, timeout)
+			<-watched
 			t.Logf("%s: exit %d\n%s", name, r.Code, r.Stderr)
 			if strings.Contains(r.Stderr, "--timeout") || r.Code == 1 && strings.Contains(r.Stderr, "waiting") {
 				t.Fatalf("%s: the job hung (ended by --timeout)\n%s\n%v", name, p.src(), r)
@@ -223,6 +285,10 @@ func TestRecoveryProperty(t *testing.T) {
 				if r.Code != 0 && r.Code != 1 && r.Code != 75 {
 					t.Fatalf("%s: exit %d, want 0, 1 or 75\n%v", name, r.Code, r)
 				}
+			case losses <= spares && r.Code == 75 && strings.Contains(r.Stderr, afterFinish):
+				// The loss came after a rank had finished: the ranks
+				// cannot all run the program again, so no spare takes the
+				// place, and the job ends as without spares (SPEC §10.2).
 			case losses <= spares:
 				if r.Code != 0 {
 					t.Fatalf("%s: exit %d, want 0 (spares for every loss)\n%s\n%v", name, r.Code, p.src(), r)
