@@ -11,8 +11,8 @@ import (
 // tests run on a clock of their own.
 type detector struct {
 	lastBeat time.Time
-	lastStep time.Time // the last look, to tell this process's own stall
-	resumed  time.Time // the end of the last stall: no silence before it counts
+	lastLook time.Time // the real time of the last look, to tell this process's own stall
+	resumed  time.Time // the end of the last stall (the job's clock): no silence before it counts
 }
 
 // peerSeen is what the detector needs to know of one peer.
@@ -29,11 +29,13 @@ type lostPeer struct {
 }
 
 // newDetector starts the heartbeat clock at now.
-func newDetector(now time.Time) *detector { return &detector{lastBeat: now, lastStep: now} }
+func newDetector(now, real time.Time) *detector {
+	return &detector{lastBeat: now, lastLook: real}
+}
 
 // A look that comes more than half the silence limit after the last one
-// (the monitor looks every tenth of it) means this process did not run in
-// between: stopped (SIGSTOP), frozen or starved. Its peers' frames may be
+// in real time (the monitor looks every tenth of it) means this process
+// did not run in between: stopped (SIGSTOP), frozen or starved. Its peers' frames may be
 // waiting unread, so their silence across that gap says nothing of them:
 // silence is counted again from the end of the stall. A peer that is
 // really gone is declared lost one silence limit after it instead of at
@@ -49,14 +51,15 @@ func (d *detector) wait(every, silence time.Duration) time.Duration {
 	return every
 }
 
-// step is one look at now: beat says to heartbeat every peer (every has
+// step is one look at now (the job's clock; real is the real time, which
+// tells a stall of this process from a clock the job moved on): beat says to heartbeat every peer (every has
 // passed since the last beat); lost are the peers silent past silence. With
 // detect false (the job has ended) it only keeps the beat.
-func (d *detector) step(now time.Time, every, silence time.Duration, peers []peerSeen, detect bool) (beat bool, lost []lostPeer) {
-	if now.Sub(d.lastStep) > silence/2 {
+func (d *detector) step(now, real time.Time, every, silence time.Duration, peers []peerSeen, detect bool) (beat bool, lost []lostPeer) {
+	if real.Sub(d.lastLook) > silence/2 {
 		d.resumed = now
 	}
-	d.lastStep = now
+	d.lastLook = real
 	if now.Sub(d.lastBeat) >= every {
 		beat = true
 		d.lastBeat = now

@@ -13,7 +13,7 @@ func TestDetector(t *testing.T) {
 	t0 := time.Unix(5000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	const every, silence = 200 * time.Millisecond, time.Second
-	d := newDetector(t0)
+	d := newDetector(t0, t0)
 	if got := d.wait(every, silence); got != 100*time.Millisecond {
 		t.Fatalf("wait(200 ms, 1 s) = %v, want a tenth of the limit", got)
 	}
@@ -37,7 +37,7 @@ func TestDetector(t *testing.T) {
 		{9000, []peerSeen{{rank: 1, lastHeard: at(0)}}, false, true, nil},
 	}
 	for _, s := range steps {
-		beat, lost := d.step(at(s.now), every, silence, s.peers, s.detect)
+		beat, lost := d.step(at(s.now), at(s.now), every, silence, s.peers, s.detect)
 		var ranks []int
 		for _, l := range lost {
 			ranks = append(ranks, l.rank)
@@ -46,10 +46,10 @@ func TestDetector(t *testing.T) {
 			t.Errorf("step(+%d ms) = beat %v, lost %v; want beat %v, lost %v", s.now, beat, ranks, s.beat, s.lost)
 		}
 	}
-	d = newDetector(t0)
+	d = newDetector(t0, t0)
 	var lost []lostPeer
 	for _, ms := range []int{400, 800, 1200, 1500} {
-		_, lost = d.step(at(ms), every, silence, []peerSeen{{rank: 3, lastHeard: at(0)}}, true)
+		_, lost = d.step(at(ms), at(ms), every, silence, []peerSeen{{rank: 3, lastHeard: at(0)}}, true)
 	}
 	if len(lost) != 1 || lost[0].why != "no frame for 1500 ms" {
 		t.Errorf("lost = %+v, want rank 3, %q", lost, "no frame for 1500 ms")
@@ -57,29 +57,37 @@ func TestDetector(t *testing.T) {
 }
 
 // TestDetectorOwnStall: a process that did not run for longer than half
-// its silence limit (stopped, then continued) declares no peer lost for
-// the silence it could not see; a peer that stays silent after it is
-// declared lost one silence limit after the stall.
+// its silence limit in real time (stopped, then continued) declares no
+// peer lost for the silence it could not see; a peer that stays silent
+// after it is declared lost one silence limit after the stall. A job's
+// clock that moves on is no stall.
 func TestDetectorOwnStall(t *testing.T) {
 	t0 := time.Unix(5000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	const every, silence = 200 * time.Millisecond, time.Second
-	d := newDetector(t0)
+	d := newDetector(t0, t0)
 	for ms := 100; ms <= 900; ms += 100 {
-		if _, lost := d.step(at(ms), every, silence, []peerSeen{{rank: 1, lastHeard: at(0)}, {rank: 2, lastHeard: at(0)}}, true); lost != nil {
+		if _, lost := d.step(at(ms), at(ms), every, silence, []peerSeen{{rank: 1, lastHeard: at(0)}, {rank: 2, lastHeard: at(0)}}, true); lost != nil {
 			t.Fatalf("at +%d ms: lost %+v before the limit", ms, lost)
 		}
 	}
 	// Stopped from +900 ms to +3500 ms: rank 1 speaks again once this
 	// process reads, rank 2 never does.
 	for ms := 3500; ms <= 4500; ms += 100 {
-		_, lost := d.step(at(ms), every, silence, []peerSeen{{rank: 1, lastHeard: at(ms)}, {rank: 2, lastHeard: at(0)}}, true)
+		_, lost := d.step(at(ms), at(ms), every, silence, []peerSeen{{rank: 1, lastHeard: at(ms)}, {rank: 2, lastHeard: at(0)}}, true)
 		if lost != nil {
 			t.Fatalf("at +%d ms, %d ms after the stall: lost %+v", ms, ms-3500, lost)
 		}
 	}
-	_, lost := d.step(at(4501), every, silence, []peerSeen{{rank: 1, lastHeard: at(4500)}, {rank: 2, lastHeard: at(0)}}, true)
+	_, lost := d.step(at(4501), at(4501), every, silence, []peerSeen{{rank: 1, lastHeard: at(4500)}, {rank: 2, lastHeard: at(0)}}, true)
 	if len(lost) != 1 || lost[0].rank != 2 || lost[0].why != "no frame for 4501 ms" {
 		t.Fatalf("a silence limit after the stall: lost %+v, want rank 2, \"no frame for 4501 ms\"", lost)
+	}
+	// The job's clock moved on two minutes while this process ran (real
+	// time went 100 ms): no stall, the silent peer is lost at once.
+	d = newDetector(t0, t0)
+	d.step(at(100), at(100), every, silence, []peerSeen{{rank: 1, lastHeard: at(0)}}, true)
+	if _, lost := d.step(at(120000), at(200), every, silence, []peerSeen{{rank: 1, lastHeard: at(0)}}, true); len(lost) != 1 {
+		t.Fatalf("the job's clock two minutes on: lost %+v, want rank 1 at once", lost)
 	}
 }

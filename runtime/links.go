@@ -336,7 +336,7 @@ func (l *links) heartbeatEvery() time.Duration {
 // detector's decision (detector.go); the monitor only brings it the time.
 func (l *links) monitor() {
 	defer close(l.monDone)
-	d := newDetector(l.now())
+	d := newDetector(l.now(), time.Now())
 	seen := make([]peerSeen, 0, len(l.peers))
 	for {
 		every := l.heartbeatEvery()
@@ -359,9 +359,9 @@ func (l *links) monitor() {
 		}
 		// Nothing more to detect once the job is over; keep heartbeating
 		// until closed.
-		now := l.now()
-		gap := now.Sub(d.lastStep)
-		beat, lost := d.step(now, every, silence, seen, !l.jobOver())
+		now, real := l.now(), time.Now()
+		gap := real.Sub(d.lastLook)
+		beat, lost := d.step(now, real, every, silence, seen, !l.jobOver())
 		if d.resumed.Equal(now) {
 			l.stalledMS.Store(max(1, gap.Milliseconds()))
 		}
