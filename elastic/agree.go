@@ -180,8 +180,9 @@ type Agreement struct {
 	round    uint64 // rounds this slot has started
 
 	started    bool
-	reportedTo int // the coordinator this slot last reported to, -1 for none
-	liar       int // the slot that lied, or -1
+	reportedTo int          // the coordinator this slot last reported to, -1 for none
+	heard      map[int]bool // the members a message of this instance came from
+	liar       int          // the slot that lied, or -1
 	err        error
 }
 
@@ -266,7 +267,7 @@ func NewRegroup(self int, cur Layout) *Agreement {
 func NewConsensus(self int, members []int, slots, inst int, propose func(failed []int, inputs map[int][]byte) ([]byte, error)) *Agreement {
 	live := slices.Clone(members)
 	slices.Sort(live)
-	return &Agreement{self: self, inst: inst, slots: slots, live: live, lost: map[int]bool{}, propose: propose, reportedTo: -1, liar: -1}
+	return &Agreement{self: self, inst: inst, slots: slots, live: live, lost: map[int]bool{}, heard: map[int]bool{}, propose: propose, reportedTo: -1, liar: -1}
 }
 
 // SetInput gives this slot's input and answers the prepares that waited
@@ -405,6 +406,7 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 		return nil
 	}
 	a.started = true
+	a.heard[from] = true
 	var out []Out
 	for _, s := range m.Failed {
 		out = append(out, a.Suspect(s)...)
@@ -511,6 +513,38 @@ func (a *Agreement) Plausible(from int, m Msg) error {
 		}
 	}
 	return nil
+}
+
+// Awaited is the member this slot waits on, and for what: as the
+// coordinator, the first live member that has not answered its phase ("a
+// promise", "an accepted"); else the coordinator, when this slot reported
+// to it and has heard nothing from it in this instance ("a prepare"). It
+// is -1 when this slot waits on no one it could name: decided, ended, not
+// begun, its own input not given, or the coordinator heard (it waits on
+// someone else). An honest member answers at once, so one awaited for
+// long while it lives holds the agreement up (the caller names it).
+func (a *Agreement) Awaited() (int, string) {
+	if a.err != nil || a.decided != nil || !a.started || !a.ready {
+		return -1, ""
+	}
+	if c := a.coordinator(); c != a.self {
+		if a.reportedTo == c && !a.heard[c] {
+			return c, "prepare"
+		}
+		return -1, ""
+	}
+	if a.ballot == 0 {
+		return -1, ""
+	}
+	for _, s := range a.alive() {
+		if _, ok := a.answers[s]; !ok {
+			if a.phase == Prepare {
+				return s, "promise"
+			}
+			return s, "accepted"
+		}
+	}
+	return -1, ""
 }
 
 // Liar is the slot this one found lying in the agreement, or -1; Err is

@@ -14,10 +14,11 @@ type net struct {
 	a       map[int]*Agreement
 	q       map[[2]int][]Msg
 	crashed map[int]bool
+	muted   map[int]bool // alive, reading, but sending nothing
 }
 
 func newNet(cur Layout) *net {
-	n := &net{a: map[int]*Agreement{}, q: map[[2]int][]Msg{}, crashed: map[int]bool{}}
+	n := &net{a: map[int]*Agreement{}, q: map[[2]int][]Msg{}, crashed: map[int]bool{}, muted: map[int]bool{}}
 	for _, x := range cur.Live() {
 		n.a[x] = NewAgreement(x, cur)
 	}
@@ -27,6 +28,9 @@ func newNet(cur Layout) *net {
 // send queues outs from slot from, keeping only those to slots in only
 // (all when only is nil).
 func (n *net) send(from int, outs []Out, only ...int) {
+	if n.muted[from] {
+		return
+	}
 	for _, o := range outs {
 		if only != nil && !contains(only, o.To) {
 			continue
@@ -117,6 +121,56 @@ func TestCoordinatorsCrashAfterPartialPrepares(t *testing.T) {
 			t.Fatalf("slot %d decided %+v, want %+v", x, l, want)
 		}
 	}
+}
+
+// TestAwaited: a member that lives but says nothing holds the agreement
+// up, and the slots that wait on it can name it — the coordinator a muted
+// acceptor (its promise missing), the others a muted coordinator (no
+// prepare after their report); once everyone answered, nobody is awaited.
+func TestAwaited(t *testing.T) {
+	cur := Initial(3, 1) // slots 0..3: ranks 0,1,2, spare 3
+	t.Run("muted acceptor", func(t *testing.T) {
+		n := newNet(cur)
+		n.muted[2] = true
+		for _, x := range []int{0, 2, 3} {
+			n.send(x, n.a[x].Start([]int{1}))
+		}
+		n.pump(t)
+		if s, what := n.a[0].Awaited(); s != 2 || what != "promise" {
+			t.Fatalf("the coordinator awaits slot %d's %q, want slot 2's promise", s, what)
+		}
+		if s, _ := n.a[3].Awaited(); s != -1 {
+			t.Fatalf("slot 3, which heard the coordinator, awaits slot %d", s)
+		}
+	})
+	t.Run("muted coordinator", func(t *testing.T) {
+		n := newNet(cur)
+		n.muted[0] = true
+		for _, x := range []int{0, 2, 3} {
+			n.send(x, n.a[x].Start([]int{1}))
+		}
+		n.pump(t)
+		for _, x := range []int{2, 3} {
+			if s, what := n.a[x].Awaited(); s != 0 || what != "prepare" {
+				t.Fatalf("slot %d awaits slot %d's %q, want the coordinator's prepare", x, s, what)
+			}
+		}
+	})
+	t.Run("nobody muted", func(t *testing.T) {
+		n := newNet(cur)
+		for _, x := range []int{0, 2, 3} {
+			n.send(x, n.a[x].Start([]int{1}))
+		}
+		n.pump(t)
+		for _, x := range []int{0, 2, 3} {
+			if _, ok := n.a[x].Decided(); !ok {
+				t.Fatalf("slot %d did not decide", x)
+			}
+			if s, _ := n.a[x].Awaited(); s != -1 {
+				t.Fatalf("slot %d, decided, awaits slot %d", x, s)
+			}
+		}
+	})
 }
 
 // wantLiar checks that engine a named slot liar in an H1627.

@@ -51,6 +51,17 @@ type recovery struct {
 	fatal                   error         // set once when the job cannot go on
 	muted                   bool          // the test failure schedule's mute-agree: send nothing; loop only
 	changed                 chan struct{} // closed (and replaced) at every new generation or fatal; under mu
+	// stall is what the last look at a stalled agreement saw (checkStall);
+	// stallTimer says a look is due; loop only.
+	stall      awaited
+	stallTimer bool
+}
+
+// awaited is a member an agreement waits on (elastic's Awaited), in the
+// agreement on generation gen.
+type awaited struct {
+	gen, slot int
+	what      string
 }
 
 type recEvent struct {
@@ -62,6 +73,7 @@ type recEvent struct {
 	note    bool   // the loss is only recorded (LossReturn)
 	request []byte // shrink or grow asked for by this rank's program
 	check   bool   // a claimed loss may be past its wait (checkClaims)
+	stall   bool   // an agreement may wait on a silent member (checkStall)
 }
 
 // note records the loss of slot in LossReturn mode: no agreement starts.
@@ -141,7 +153,7 @@ func (r *recovery) loop() {
 			}
 			e := r.events[0]
 			r.events = r.events[1:]
-			if e.lost < 0 && e.request == nil && !e.check {
+			if e.lost < 0 && e.request == nil && !e.check && !e.stall {
 				r.queued[e.from]--
 			}
 			r.mu.Unlock()
@@ -151,6 +163,11 @@ func (r *recovery) loop() {
 }
 
 func (r *recovery) handle(e recEvent) {
+	if e.stall {
+		r.stallTimer = false
+		r.checkStall()
+		return
+	}
 	if e.check {
 		r.checkClaims()
 		r.unpark()
@@ -268,6 +285,36 @@ func (r *recovery) unpark() {
 			break
 		}
 	}
+}
+
+// watchStall makes sure a look at the agreement is due (checkStall).
+func (r *recovery) watchStall() {
+	if r.stallTimer || r.muted {
+		return
+	}
+	r.stallTimer = true
+	time.AfterFunc(r.claimWait(), func() { r.post(recEvent{lost: -1, stall: true}) })
+}
+
+// checkStall names a member that holds the agreement on the layout up: one
+// it waited on at the last look and still waits on (elastic's Awaited),
+// which therefore said nothing to it for claimWait while it lives — it
+// heartbeats, or it would be lost. An honest member answers at once; the
+// launcher's deadline stays for what no slot can name. (A shrink or grow
+// is not watched: a member's answer waits for its program to ask.)
+func (r *recovery) checkStall() {
+	if r.eng == nil || r.engPurpose != agreeLayout || r.fatalErr() != nil {
+		r.stall = awaited{}
+		return
+	}
+	s, what := r.eng.Awaited()
+	now := awaited{r.layout.Gen + 1, s, what}
+	if s >= 0 && now == r.stall {
+		r.end(slotViolation(s, "it sent no %s in the agreement on generation %d for %v while it lives (it heartbeats): it holds the agreement up", what, now.gen, r.claimWait()))
+		return
+	}
+	r.stall = now
+	r.watchStall()
 }
 
 // checkClaims names the sender of the oldest claim past claimWait.
@@ -444,6 +491,7 @@ func (r *recovery) begin(slot int, why string) {
 	c.failurePoint("agree", 1)
 	c.failurePoint("mute-agree", 1)
 	r.send(r.eng.Start(r.failedList()))
+	r.watchStall()
 }
 
 // abandon ends the current generation's communicator: not the job.
@@ -491,6 +539,7 @@ func (r *recovery) onMessage(from int, purpose byte, m elastic.Msg) {
 			// With the slots the message names lost: a prepare that named
 			// none would be refused as a lie (it begins nothing).
 			r.send(r.eng.Start(append(r.failedList(), m.Failed...)))
+			r.watchStall()
 		}
 		r.send(r.eng.Receive(from, m))
 	case m.Gen == r.layout.Gen+1 && purpose == agreeRegroup:
