@@ -5,6 +5,7 @@ BIN      := bin
 SPERLI   := $(BIN)/sperli
 FUZZTIME ?= 10s
 PROPERTY_RUNS ?= 300
+PROPERTY_SEED ?= 1
 
 .PHONY: all build build-go run test test-hosts test-slurm race fuzz golden bench bench-coll bench-recovery trace-picture verify clean
 
@@ -62,7 +63,7 @@ fuzz:
 	  done; \
 	done
 	@echo "recovery property: random programs under random losses"
-	PROPERTY_RUNS=$(PROPERTY_RUNS) $(GO) test -count=1 -timeout 60m -run '^TestRecoveryProperty$$' ./tests/elastic/
+	PROPERTY_RUNS=$(PROPERTY_RUNS) PROPERTY_SEED=$(PROPERTY_SEED) $(GO) test -count=1 -timeout 60m -run '^TestRecoveryProperty$$' ./tests/elastic/
 	@echo "fuzz libsperli (C layer)"
 	LIBSPERLI_FUZZTIME=$(FUZZTIME) $(GO) test -count=1 -run '^TestFuzzLibsperli$$' -v ./tests/clib/
 

@@ -27,7 +27,9 @@ import (
 // itself (the launcher's --timeout, the bound, is never needed), leaves no
 // process behind, and ends with 0 when the spares cover the losses of a
 // job recovered in place, with the result of the run without failures.
-// PROPERTY_RUNS sets the number of programs (make fuzz runs more).
+// PROPERTY_RUNS sets the number of programs (make fuzz runs more),
+// PROPERTY_SEED the first program's seed (1: a failure names its seed, and
+// PROPERTY_SEED=S PROPERTY_RUNS=1 runs that program alone).
 
 // op is one step of a generated program: Starlark that reads and returns
 // acc on communicator c at step k.
@@ -231,14 +233,20 @@ func lastResult(out string) string {
 const afterFinish = "a generation whose ranks have begun to finish is not recovered in place"
 
 func TestRecoveryProperty(t *testing.T) {
-	runs := 24
-	if s := os.Getenv("PROPERTY_RUNS"); s != "" {
-		var err error
-		if runs, err = strconv.Atoi(s); err != nil || runs < 1 {
-			t.Fatalf("PROPERTY_RUNS=%q: want a number 1 or more", s)
+	runs, first := 24, 1
+	for _, v := range []struct {
+		name string
+		to   *int
+	}{{"PROPERTY_RUNS", &runs}, {"PROPERTY_SEED", &first}} {
+		if s := os.Getenv(v.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				t.Fatalf("%s=%q: want a number 1 or more", v.name, s)
+			}
+			*v.to = n
 		}
 	}
-	for seed := int64(1); seed <= int64(runs); seed++ {
+	for seed := int64(first); seed < int64(first+runs); seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		n := 3 + rng.Intn(3)
 		manages := seed%2 == 0
