@@ -140,7 +140,8 @@ func genProgram(rng *rand.Rand, steps int, manages, grow bool) program {
 }
 
 // schedule draws the losses: one slot or two (rank 0 a third of the time),
-// each at a collective of the run or as it begins the agreement. A quarter
+// each at a collective of the run or as it begins the agreement, or, in an
+// eighth of the schedules, every rank at one collective. A quarter
 // of the schedules stop the first slot (SIGSTOP) at its collective instead
 // of killing it: stop is then how long it stays stopped before the test
 // continues it, 0 otherwise. A stop counts as a loss (it is one when it
@@ -173,6 +174,16 @@ func schedule(rng *rand.Rand, p program, n int, inPlace bool) (_ string, losses 
 			point = "agree-1" // dies as it begins the agreement on the other's loss
 		}
 		items = append(items, fmt.Sprintf("%d:%d@%s", gen, s, point))
+	}
+	if rng.Intn(8) == 0 {
+		// Every rank at once, at the same collective: only spares are
+		// left (drawn last, so the other draws of a seed stay as they were).
+		point := fmt.Sprintf("collective-%d", 1+rng.Intn(max(1, p.collectives)))
+		items = items[:0]
+		for s := 0; s < n; s++ {
+			items = append(items, fmt.Sprintf("0:%d@%s", s, point))
+		}
+		return strings.Join(items, ","), n, 0
 	}
 	return strings.Join(items, ","), losses, stop
 }
