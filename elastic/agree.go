@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 
 	"sperli/codes"
 )
@@ -397,7 +398,7 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 		if m.Kind == Decide {
 			if a.check != nil {
 				if err := a.check(m.Value); err != nil {
-					a.lie(from, "a decide bringing %v", err)
+					a.lie(from, "a decide bringing %s", why(err))
 					return nil
 				}
 			}
@@ -497,7 +498,7 @@ func (a *Agreement) Plausible(from int, m Msg) error {
 	}
 	if m.Value != nil && a.check != nil {
 		if err := a.check(m.Value); err != nil {
-			return a.lieErr(from, "a %v bringing %v", m.Kind, err)
+			return a.lieErr(from, "a %v bringing %s", m.Kind, why(err))
 		}
 	}
 	if m.Kind == Prepare {
@@ -556,6 +557,15 @@ func (a *Agreement) lie(from int, format string, args ...any) {
 	if a.err == nil {
 		a.liar, a.err = from, a.lieErr(from, format, args...)
 	}
+}
+
+// why is what err says, without its code and prefix (it is quoted in
+// another error).
+func why(err error) string {
+	if e := codes.As(err); e != nil {
+		return strings.TrimPrefix(e.Msg, "agreement: ")
+	}
+	return err.Error()
 }
 
 func (a *Agreement) lieErr(from int, format string, args ...any) error {

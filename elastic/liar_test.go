@@ -186,6 +186,9 @@ func wantLiar(t *testing.T, a *Agreement, liar int, says string) {
 	if !strings.Contains(e.Msg, says) {
 		t.Fatalf("error %q does not say %q", e.Msg, says)
 	}
+	if strings.Contains(e.Msg, "H16") || strings.Count(e.Msg, "agreement") > 1 {
+		t.Fatalf("error %q quotes another error's code or prefix", e.Msg)
+	}
 }
 
 // The lies of one authenticated slot that an engine can tell from the
