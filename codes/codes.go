@@ -205,6 +205,15 @@ func As(err error) *Error {
 	return nil
 }
 
+// Message is what err says without its code: the Msg of the *Error it
+// wraps, else its text (for quoting one error inside another).
+func Message(err error) string {
+	if e := As(err); e != nil && e.Msg != "" {
+		return e.Msg
+	}
+	return err.Error()
+}
+
 // OneLine returns the line of a (possibly multi-line) error text that says
 // most: the first that starts with a code, else the last non-empty one.
 func OneLine(s string) string {

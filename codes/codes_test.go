@@ -48,3 +48,21 @@ func TestError(t *testing.T) {
 		t.Errorf("empty message = %q", got)
 	}
 }
+
+// TestMessage: an error's words without its code, for quoting it in
+// another; any other error whole.
+func TestMessage(t *testing.T) {
+	wrapped := fmt.Errorf("reading: %w", New(PeerLost, "rank 2 lost"))
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{New(ProtocolViolation, "agreement: a bad layout"), "agreement: a bad layout"},
+		{wrapped, "rank 2 lost"},
+		{errors.New("plain"), "plain"},
+	} {
+		if got := Message(tc.err); got != tc.want {
+			t.Errorf("Message(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}

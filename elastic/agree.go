@@ -561,12 +561,7 @@ func (a *Agreement) lie(from int, format string, args ...any) {
 
 // why is what err says, without its code and prefix (it is quoted in
 // another error).
-func why(err error) string {
-	if e := codes.As(err); e != nil {
-		return strings.TrimPrefix(e.Msg, "agreement: ")
-	}
-	return err.Error()
-}
+func why(err error) string { return strings.TrimPrefix(codes.Message(err), "agreement: ") }
 
 func (a *Agreement) lieErr(from int, format string, args ...any) error {
 	return &codes.Error{Code: codes.ProtocolViolation, Rank: from,

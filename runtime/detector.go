@@ -11,8 +11,9 @@ import (
 // tests run on a clock of their own.
 type detector struct {
 	lastBeat time.Time
-	lastLook time.Time // the real time of the last look, to tell this process's own stall
-	resumed  time.Time // the end of the last stall (the job's clock): no silence before it counts
+	lastLook time.Time     // the real time of the last look, to tell this process's own stall
+	resumed  time.Time     // the end of the last stall (the job's clock): no silence before it counts
+	stalled  time.Duration // how long the last stall lasted (real time), 0 if none yet
 }
 
 // peerSeen is what the detector needs to know of one peer.
@@ -35,11 +36,12 @@ func newDetector(now, real time.Time) *detector {
 
 // A look that comes more than half the silence limit after the last one
 // in real time (the monitor looks every tenth of it) means this process
-// did not run in between: stopped (SIGSTOP), frozen or starved. Its peers' frames may be
-// waiting unread, so their silence across that gap says nothing of them:
-// silence is counted again from the end of the stall. A peer that is
-// really gone is declared lost one silence limit after it instead of at
-// once; a continued process does not declare every live peer lost.
+// did not run in between: stopped (SIGSTOP), frozen or starved. Its
+// peers' frames may be waiting unread, so their silence across that gap
+// says nothing of them: silence is counted again from the end of the
+// stall. A peer that is really gone is declared lost one silence limit
+// after it instead of at once; a continued process does not declare every
+// live peer lost.
 
 // wait is how long the monitor sleeps between steps: a heartbeat interval,
 // or a tenth of the silence limit when that is shorter, so that a loss is
@@ -52,12 +54,13 @@ func (d *detector) wait(every, silence time.Duration) time.Duration {
 }
 
 // step is one look at now (the job's clock; real is the real time, which
-// tells a stall of this process from a clock the job moved on): beat says to heartbeat every peer (every has
-// passed since the last beat); lost are the peers silent past silence. With
-// detect false (the job has ended) it only keeps the beat.
+// tells a stall of this process from a clock the job moved on): beat says
+// to heartbeat every peer (every has passed since the last beat); lost are
+// the peers silent past silence. With detect false (the job has ended) it
+// only keeps the beat.
 func (d *detector) step(now, real time.Time, every, silence time.Duration, peers []peerSeen, detect bool) (beat bool, lost []lostPeer) {
-	if real.Sub(d.lastLook) > silence/2 {
-		d.resumed = now
+	if gap := real.Sub(d.lastLook); gap > silence/2 {
+		d.resumed, d.stalled = now, gap
 	}
 	d.lastLook = real
 	if now.Sub(d.lastBeat) >= every {

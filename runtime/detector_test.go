@@ -79,6 +79,9 @@ func TestDetectorOwnStall(t *testing.T) {
 			t.Fatalf("at +%d ms, %d ms after the stall: lost %+v", ms, ms-3500, lost)
 		}
 	}
+	if d.stalled != 2600*time.Millisecond {
+		t.Fatalf("stall of %v recorded, want the 2.6 s this process did not run", d.stalled)
+	}
 	_, lost := d.step(at(4501), at(4501), every, silence, []peerSeen{{rank: 1, lastHeard: at(4500)}, {rank: 2, lastHeard: at(0)}}, true)
 	if len(lost) != 1 || lost[0].rank != 2 || lost[0].why != "no frame for 4501 ms" {
 		t.Fatalf("a silence limit after the stall: lost %+v, want rank 2, \"no frame for 4501 ms\"", lost)
@@ -87,7 +90,7 @@ func TestDetectorOwnStall(t *testing.T) {
 	// time went 100 ms): no stall, the silent peer is lost at once.
 	d = newDetector(t0, t0)
 	d.step(at(100), at(100), every, silence, []peerSeen{{rank: 1, lastHeard: at(0)}}, true)
-	if _, lost := d.step(at(120000), at(200), every, silence, []peerSeen{{rank: 1, lastHeard: at(0)}}, true); len(lost) != 1 {
-		t.Fatalf("the job's clock two minutes on: lost %+v, want rank 1 at once", lost)
+	if _, lost := d.step(at(120000), at(200), every, silence, []peerSeen{{rank: 1, lastHeard: at(0)}}, true); len(lost) != 1 || d.stalled != 0 {
+		t.Fatalf("the job's clock two minutes on: lost %+v, stall %v; want rank 1 at once, no stall", lost, d.stalled)
 	}
 }

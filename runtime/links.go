@@ -30,10 +30,8 @@ type links struct {
 
 	cur atomic.Pointer[Comm] // the job's communicator of the generation this slot is in
 
-	silenceMS atomic.Int64 // this slot's silence limit
-	// stalledMS is how long this process last did not run (the
-	// detector's own stall: stopped, frozen or starved), 0 if never.
-	stalledMS    atomic.Int64
+	silenceMS    atomic.Int64 // this slot's silence limit
+	stalledMS    atomic.Int64 // how long this process last did not run (the detector's stall), 0 if never
 	closingNow   atomic.Bool  // Finish or Close under way: broken connections are expected
 	staleDropped atomic.Int64 // frames of an older generation (or another incarnation) dropped
 
@@ -359,11 +357,9 @@ func (l *links) monitor() {
 		}
 		// Nothing more to detect once the job is over; keep heartbeating
 		// until closed.
-		now, real := l.now(), time.Now()
-		gap := real.Sub(d.lastLook)
-		beat, lost := d.step(now, real, every, silence, seen, !l.jobOver())
-		if d.resumed.Equal(now) {
-			l.stalledMS.Store(max(1, gap.Milliseconds()))
+		beat, lost := d.step(l.now(), time.Now(), every, silence, seen, !l.jobOver())
+		if d.stalled > 0 {
+			l.stalledMS.Store(max(1, d.stalled.Milliseconds()))
 		}
 		if beat {
 			l.heartbeatAll()

@@ -180,7 +180,7 @@ func (r *recovery) handle(e recEvent) {
 	} else {
 		var m elastic.Msg
 		if err := m.UnmarshalBinary(e.payload, r.l.slots); err != nil {
-			r.end(slotViolation(e.from, "%s", errMsg(err)))
+			r.end(slotViolation(e.from, "%s", codes.Message(err)))
 			return
 		}
 		switch {

@@ -456,7 +456,7 @@ func (c *Comm) agreeIn(p *peer, payload []byte) error {
 	id, k := binary.BigEndian.Uint32(payload[1:]), binary.BigEndian.Uint32(payload[5:])
 	var m elastic.Msg
 	if err := m.UnmarshalBinary(payload[9:], c.links.slots); err != nil {
-		return violation(p.rank, "%s", errMsg(err))
+		return violation(p.rank, "%s", codes.Message(err))
 	}
 	if m.Gen != int(k) {
 		return violation(p.rank, "it sent an agree message of call %d in a frame of call %d", m.Gen, k)
@@ -531,12 +531,4 @@ func (c *Comm) regroup(ctx context.Context, op string) (nc *Comm, err error) {
 			return nil, ctx.Err()
 		}
 	}
-}
-
-// errMsg is an error's message without its code.
-func errMsg(err error) string {
-	if e := codes.As(err); e != nil && e.Msg != "" {
-		return e.Msg
-	}
-	return err.Error()
 }

@@ -66,6 +66,14 @@ const timeout = 90 * time.Second
 // run runs `sperli run ARGS` in a fresh directory with the schedule.
 func run(t *testing.T, schedule string, args ...string) (testbin.Result, string) {
 	t.Helper()
+	l, work := start(t, schedule, args...)
+	return l.Wait(t, timeout), work
+}
+
+// start starts `sperli run ARGS` in a directory of its own (returned) with
+// the failure schedule.
+func start(t *testing.T, schedule string, args ...string) (*testbin.Process, string) {
+	t.Helper()
 	work := t.TempDir()
 	cmd := exec.Command(sperli, append([]string{"run"}, args...)...)
 	cmd.Dir = work
@@ -73,7 +81,7 @@ func run(t *testing.T, schedule string, args ...string) (testbin.Result, string)
 	if schedule != "" {
 		cmd.Env = append(cmd.Env, "SPERLI_TEST_FAILURE_SCHEDULE="+schedule)
 	}
-	return testbin.Start(t, cmd).Wait(t, timeout), work
+	return testbin.Start(t, cmd), work
 }
 
 var checksumRE = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] (cells=\d+ steps=\d+ checksum=\d+)$`)

@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -279,11 +277,7 @@ func TestRecoveryProperty(t *testing.T) {
 				t.Fatal(err)
 			}
 			args := []string{"-n", fmt.Sprint(n), "--spares", fmt.Sprint(spares), "--silence", "1000", "--timeout", "80s", "--record", "rec.jsonl", prog}
-			work := t.TempDir()
-			cmd := exec.Command(sperli, append([]string{"run"}, args...)...)
-			cmd.Dir = work
-			cmd.Env = append(slices.Clone(baseEnv), "TMPDIR="+t.TempDir(), "SPERLI_TEST_FAILURE_SCHEDULE="+sched)
-			l := testbin.Start(t, cmd)
+			l, work := start(t, sched, args...)
 			watched := make(chan struct{})
 			go func() { continueStopped(l, stop); close(watched) }()
 			r := l.Wait(t, timeout)
