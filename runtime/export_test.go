@@ -40,12 +40,12 @@ var CountCPUListForTest = countCPUList
 // HostCPUsForTest is hostCPUs.
 var HostCPUsForTest = hostCPUs
 
-// RawWriteForTest writes b, raw bytes of frames, on c's connection to rank
-// dest, bypassing every check of the sending side: the hostile peer of the
+// RawWriteForTest writes b, raw bytes of frames, on c's connection to slot
+// dest (a rank of generation 0, or a spare), bypassing every check of the sending side: the hostile peer of the
 // tests is a rank that has joined with valid credentials and then lies on
 // the wire. Test only.
 func RawWriteForTest(c *Comm, dest int, b []byte) error {
-	return c.peers[dest].WriteRaw(b)
+	return c.links.peers[dest].WriteRaw(b)
 }
 
 // FrameCostForTest is mesh.FrameCost: the credit a frame of n payload bytes
@@ -75,6 +75,12 @@ func ProbesWaiting(c *Comm) int {
 // Comm must still be closed. Test only.
 func CrashForTest(c *Comm) {
 	FreezeForTest(c)
+	// A killed process sends nothing more: its recovery, which would see
+	// the connections break one by one and tell the peers not yet cut
+	// off, stops first (Close then stops it again: a fresh channel).
+	close(c.stopRec)
+	<-c.recDone
+	c.stopRec = make(chan struct{})
 	for _, p := range c.links.peers {
 		if p != nil {
 			p.Break()

@@ -476,3 +476,22 @@ func TestVoidFloodBounded(t *testing.T) {
 	}
 	wantViolation(t, ctx, comms[0], comms[1])
 }
+
+// TestRefusedFrameToldToAll: a frame its reader refuses (one that says it
+// is from another rank) ends the job with its code on every rank — the
+// sender too, which learns the code rather than seeing its connection
+// close (it took that for a loss, H1611, and a launcher would restart).
+func TestRefusedFrameToldToAll(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 3).initAll(ctx)
+	newHostile(t, comms[1]).write(0, rawFrame{Type: tData, Tag: 99, Source: 7, Payload: []byte("x")})
+	_, err := comms[0].Recv(ctx, 1, 99)
+	wantCode(t, "rank 0", err, codes.FrameMalformed)
+	for _, r := range []int{1, 2} {
+		_, err := comms[r].Recv(ctx, 0, 99)
+		wantCode(t, fmt.Sprintf("rank %d", r), err, codes.JobEnded)
+		if ce := codes.As(err); ce.Cause == nil || ce.Cause.Code != codes.FrameMalformed {
+			t.Fatalf("rank %d: cause %+v, want H1609", r, ce.Cause)
+		}
+	}
+}

@@ -71,7 +71,7 @@ type hostile struct {
 }
 
 func newHostile(t *testing.T, c *runtime.Comm) *hostile {
-	return &hostile{t: t, c: c, from: c.Rank()}
+	return &hostile{t: t, c: c, from: c.Slot()} // a rank of generation 0 or a spare
 }
 
 // write sends the frames, stamped with the hostile rank's source and

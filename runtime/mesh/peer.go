@@ -704,17 +704,20 @@ const takeOverTries = 1000
 // broken connection without bye is a loss (SPEC §7); a bad header ends the
 // job with its code.
 func (p *Peer) readFailed(err error) {
-	p.gone.Store(true)
 	if p.bye.Load() || p.up.Expected() {
 		// The job is over already: connections closing now are its end,
 		// not a new loss.
+		p.gone.Store(true)
 		return
 	}
 	if ce := codes.As(err); ce != nil {
+		// Not gone before the Sink's Refused: its abort goes to this
+		// peer too, which would otherwise see a loss (Refuse).
 		ce.Rank = p.slot
 		p.Refuse(ce)
 		return
 	}
+	p.gone.Store(true)
 	why := "connection broke without bye"
 	if errors.Is(err, io.EOF) {
 		why = "connection closed without bye"
