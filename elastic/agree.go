@@ -1,6 +1,9 @@
 package elastic
 
 import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -23,7 +26,8 @@ const (
 	Decide   Kind = 5 // coordinator → all: the layout, final
 	Report   Kind = 6 // a slot that began → the coordinator: begin too (the failed slots it knows)
 	Nack     Kind = 7 // → coordinator: Ballot refused, AccBallot the higher ballot this slot promised
-	maxKind       = Nack
+	Confirm  Kind = 8 // a slot that learnt the decision → every live member: the value and its proof
+	maxKind       = Confirm
 )
 
 // Msg is one agreement message. Gen names the instance: for the
@@ -36,20 +40,64 @@ type Msg struct {
 	Failed    []int  // Prepare, Promise: slots the sender knows lost
 	AccBallot uint64 // Promise: ballot of Value, when it is an accepted one; Nack: the ballot promised
 	Decided   bool   // Promise: Value is decided
-	Value     []byte // Promise (accepted or decided), Accept, Decide: the value; nil when none
+	Value     []byte // Promise (accepted or decided), Accept, Decide, Confirm: the value; nil when none
 	Input     []byte // Promise: the sender's input (comm.agree's flag), nil when none
+	Proof     *Proof // Decide, Confirm, a decided Promise: who decided Value, signed
+}
+
+// Proof is a decision's certificate: the coordinator that decided the
+// value (Origin), the ballot it decided it in, and its Ed25519 signature
+// of both with the instance and the value's SHA-256 (Keys.message). Any
+// member may carry it on; none can make one in another's name, so a
+// coordinator that decides two values has signed both.
+type Proof struct {
+	Origin int
+	Ballot uint64
+	Sig    []byte // ed25519.SignatureSize bytes
+}
+
+// Keys are what an agreement signs and verifies decisions with: this
+// slot's Ed25519 key, the members' public keys (from their TLS
+// certificates; nil for a slot not known), and the domain: what the
+// instance numbers count (the layout's generations, one communicator's
+// agree calls), so that a proof of one agreement proves nothing in
+// another.
+type Keys struct {
+	Own    ed25519.PrivateKey
+	Peer   func(slot int) ed25519.PublicKey
+	Domain []byte
+}
+
+// Prove is the proof this slot (slot self) gives value v decided in
+// ballot b of instance inst.
+func (k Keys) Prove(self, inst int, b uint64, v []byte) *Proof {
+	return &Proof{Origin: self, Ballot: b, Sig: ed25519.Sign(k.Own, k.message(inst, b, v))}
+}
+
+// message is the bytes a proof signs.
+func (k Keys) message(inst int, ballot uint64, v []byte) []byte {
+	h := sha256.Sum256(v)
+	b := append([]byte("sperli agreement\x00"), byte(len(k.Domain)))
+	b = append(b, k.Domain...)
+	b = binary.BigEndian.AppendUint32(b, uint32(inst))
+	b = binary.BigEndian.AppendUint64(b, ballot)
+	return append(b, h[:]...)
 }
 
 // MaxValue bounds a value and an input.
 const MaxValue = 1 << 15
 
 // MarshalBinary encodes m: kind u8, flags u8 (1: a value follows, 2:
-// decided, 4: an input follows), instance u32, ballot u64, accepted
-// ballot u64, failed u16 count and u16 slots, then the value and the
-// input, each a u16 length and its bytes.
+// decided, 4: an input follows, 8: a proof follows), instance u32,
+// ballot u64, accepted ballot u64, failed u16 count and u16 slots, then
+// the value and the input, each a u16 length and its bytes, then the
+// proof: origin u16, ballot u64, signature (64 bytes).
 func (m Msg) MarshalBinary() ([]byte, error) {
 	if len(m.Value) > MaxValue || len(m.Input) > MaxValue {
 		return nil, fmt.Errorf("agreement: value of %d bytes, input of %d: at most %d", len(m.Value), len(m.Input), MaxValue)
+	}
+	if m.Proof != nil && len(m.Proof.Sig) != ed25519.SignatureSize {
+		return nil, fmt.Errorf("agreement: a proof with a signature of %d bytes", len(m.Proof.Sig))
 	}
 	flags := byte(0)
 	if m.Value != nil {
@@ -60,6 +108,9 @@ func (m Msg) MarshalBinary() ([]byte, error) {
 	}
 	if m.Input != nil {
 		flags |= 4
+	}
+	if m.Proof != nil {
+		flags |= 8
 	}
 	b := []byte{byte(m.Kind), flags}
 	b = binary.BigEndian.AppendUint32(b, uint32(m.Gen))
@@ -75,8 +126,16 @@ func (m Msg) MarshalBinary() ([]byte, error) {
 			b = append(b, v...)
 		}
 	}
+	if p := m.Proof; p != nil {
+		b = binary.BigEndian.AppendUint16(b, uint16(p.Origin))
+		b = binary.BigEndian.AppendUint64(b, p.Ballot)
+		b = append(b, p.Sig...)
+	}
 	return b, nil
 }
+
+// proofLen is a proof's encoded length.
+const proofLen = 2 + 8 + ed25519.SignatureSize
 
 // UnmarshalBinary decodes a message of a job of slots slots: H1627 for
 // anything an honest slot never sends.
@@ -85,7 +144,7 @@ func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
 		return bad("message of %d bytes, want at least 24", len(b))
 	}
 	k, flags := Kind(b[0]), b[1]
-	if k < Prepare || k > maxKind || flags&^7 != 0 {
+	if k < Prepare || k > maxKind || flags&^15 != 0 {
 		return bad("message of kind %d with flags %#x", k, flags)
 	}
 	out := Msg{Kind: k, Gen: int(binary.BigEndian.Uint32(b[2:])), Ballot: binary.BigEndian.Uint64(b[6:]),
@@ -120,12 +179,24 @@ func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
 		*dst = append([]byte{}, b[2:2+n]...)
 		b = b[2+n:]
 	}
+	if flags&8 != 0 {
+		if len(b) < proofLen {
+			return bad("message proof cut short (%d bytes, want %d)", len(b), proofLen)
+		}
+		p := &Proof{Origin: int(binary.BigEndian.Uint16(b)), Ballot: binary.BigEndian.Uint64(b[2:]), Sig: append([]byte{}, b[10:proofLen]...)}
+		if p.Origin >= slots {
+			return bad("message proof by slot %d, job of %d slots", p.Origin, slots)
+		}
+		out.Proof = p
+		b = b[proofLen:]
+	}
 	if len(b) != 0 {
 		return bad("message has %d bytes after its end", len(b))
 	}
-	needValue := k == Accept || k == Decide || (k == Promise && (out.Decided || out.AccBallot != 0))
-	if needValue != (out.Value != nil) || (out.Decided && k != Promise) || (out.Input != nil && k != Promise) {
-		return bad("%v message with value %v, decided %v, input %v", k, out.Value != nil, out.Decided, out.Input != nil)
+	final := k == Decide || k == Confirm || (k == Promise && out.Decided)
+	needValue := final || k == Accept || (k == Promise && out.AccBallot != 0)
+	if needValue != (out.Value != nil) || (out.Decided && k != Promise) || (out.Input != nil && k != Promise) || final != (out.Proof != nil) {
+		return bad("%v message with value %v, decided %v, input %v, proof %v", k, out.Value != nil, out.Decided, out.Input != nil, out.Proof != nil)
 	}
 	*m = out
 	return nil
@@ -133,7 +204,7 @@ func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
 
 func (k Kind) String() string {
 	if k >= Prepare && k <= maxKind {
-		return [...]string{"", "prepare", "promise", "accept", "accepted", "decide", "report", "nack"}[k]
+		return [...]string{"", "prepare", "promise", "accept", "accepted", "decide", "report", "nack", "confirm"}[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -172,6 +243,9 @@ type Agreement struct {
 	accBallot uint64
 	accepted  []byte
 	decided   []byte
+	proof     *Proof       // decided's
+	confirmed map[int]bool // the members whose confirm of decided came (and this slot)
+	keys      Keys
 
 	// Coordinator of ballot: the round it runs, or 0.
 	ballot   uint64
@@ -189,8 +263,8 @@ type Agreement struct {
 
 // NewAgreement begins this slot's part in the agreement on the layout
 // after cur: the value is cur.Next of the failed slots, encoded.
-func NewAgreement(self int, cur Layout) *Agreement {
-	a := NewConsensus(self, cur.Live(), cur.Slots, cur.Gen+1, func(failed []int, _ map[int][]byte) ([]byte, error) {
+func NewAgreement(self int, cur Layout, keys Keys) *Agreement {
+	a := NewConsensus(self, cur.Live(), cur.Slots, cur.Gen+1, keys, func(failed []int, _ map[int][]byte) ([]byte, error) {
 		next, err := cur.Next(failed)
 		if err != nil {
 			return nil, err
@@ -244,8 +318,8 @@ var (
 // value is cur.Shrink of the failed slots when any input asks to shrink,
 // else cur.Next (the lost ranks' places taken by spares). The slot
 // promises once SetInput gives its request (a spare gives an empty one).
-func NewRegroup(self int, cur Layout) *Agreement {
-	a := NewConsensus(self, cur.Live(), cur.Slots, cur.Gen+1, func(failed []int, inputs map[int][]byte) ([]byte, error) {
+func NewRegroup(self int, cur Layout, keys Keys) *Agreement {
+	a := NewConsensus(self, cur.Live(), cur.Slots, cur.Gen+1, keys, func(failed []int, inputs map[int][]byte) ([]byte, error) {
 		next, err := cur.Next(failed)
 		for _, in := range inputs {
 			if string(in) == string(InputShrink) {
@@ -264,11 +338,12 @@ func NewRegroup(self int, cur Layout) *Agreement {
 
 // NewConsensus begins this slot's part in instance inst of a consensus
 // among members (slots of a job of slots slots). It promises nothing
-// until SetInput gives its input.
-func NewConsensus(self int, members []int, slots, inst int, propose func(failed []int, inputs map[int][]byte) ([]byte, error)) *Agreement {
+// until SetInput gives its input. keys sign the decision this slot makes
+// and verify the ones it is brought.
+func NewConsensus(self int, members []int, slots, inst int, keys Keys, propose func(failed []int, inputs map[int][]byte) ([]byte, error)) *Agreement {
 	live := slices.Clone(members)
 	slices.Sort(live)
-	return &Agreement{self: self, inst: inst, slots: slots, live: live, lost: map[int]bool{}, heard: map[int]bool{}, propose: propose, reportedTo: -1, liar: -1}
+	return &Agreement{self: self, inst: inst, slots: slots, live: live, lost: map[int]bool{}, heard: map[int]bool{}, propose: propose, reportedTo: -1, liar: -1, keys: keys}
 }
 
 // SetInput gives this slot's input and answers the prepares that waited
@@ -295,7 +370,7 @@ func (a *Agreement) promise(ballot uint64) Msg {
 	}
 	switch {
 	case a.decided != nil:
-		p.Value, p.Decided = a.decided, true
+		p.Value, p.Decided, p.Proof = a.decided, true, a.proof
 	case a.accepted != nil:
 		p.Value, p.AccBallot = a.accepted, a.accBallot
 	}
@@ -334,14 +409,33 @@ func (a *Agreement) failed() []int {
 // Failed is every slot of cur this slot knows lost, ascending.
 func (a *Agreement) Failed() []int { return a.failed() }
 
-// Decided is the decided value, once this slot knows it.
-func (a *Agreement) Decided() ([]byte, bool) { return a.decided, a.decided != nil }
+// Decided is the decided value, once this slot knows it and every live
+// member confirmed it (the same value, proved): only then may the slot
+// act on it, for a lying coordinator may have decided another value for
+// some of them (docs/protocol.md §12.4).
+func (a *Agreement) Decided() ([]byte, bool) {
+	if a.decided == nil || a.err != nil || a.unconfirmed() >= 0 {
+		return nil, false
+	}
+	return a.decided, true
+}
+
+// unconfirmed is the first live member whose confirm of the decision has
+// not come, or -1.
+func (a *Agreement) unconfirmed() int {
+	for _, s := range a.alive() {
+		if !a.confirmed[s] {
+			return s
+		}
+	}
+	return -1
+}
 
 // DecidedLayout is the decided layout of an agreement made by
 // NewAgreement; a value that is no layout of the next generation is
 // H1627 (a peer lied).
 func (a *Agreement) DecidedLayout() (Layout, bool, error) {
-	if a.decided == nil {
+	if _, ok := a.Decided(); !ok {
 		return Layout{}, false, nil
 	}
 	var l Layout
@@ -379,11 +473,6 @@ func (a *Agreement) Suspect(slot int) []Out {
 		return nil
 	}
 	a.lost[slot] = true
-	if a.decided != nil && a.coordinator() == a.self && slot < a.self {
-		// The coordinator that decided may have told only some: the
-		// new one, decided itself, tells every live slot again.
-		return a.announce()
-	}
 	return a.step()
 }
 
@@ -395,14 +484,12 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 	if a.lost[from] {
 		// A decision is final whoever brings it, even a slot lost since
 		// it sent it: a quorum accepted it.
-		if m.Kind == Decide {
-			if a.check != nil {
-				if err := a.check(m.Value); err != nil {
-					a.lie(from, "a decide bringing %s", why(err))
-					return nil
-				}
+		if m.Kind == Decide || m.Kind == Confirm {
+			if err := a.Plausible(from, m); err != nil {
+				a.liar, a.err = from, err
+				return nil
 			}
-			return a.decideFrom(m.Value)
+			return a.decideFrom(from, m.Value, m.Proof)
 		}
 		return nil
 	}
@@ -440,7 +527,7 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 	case Accept:
 		switch {
 		case a.decided != nil:
-			out = append(out, Out{from, Msg{Kind: Promise, Gen: a.gen(), Ballot: m.Ballot, Value: a.decided, Decided: true, Input: []byte{}}})
+			out = append(out, Out{from, Msg{Kind: Promise, Gen: a.gen(), Ballot: m.Ballot, Value: a.decided, Decided: true, Input: []byte{}, Proof: a.proof}})
 		case m.Ballot < a.promised:
 			out = append(out, Out{from, Msg{Kind: Nack, Gen: a.gen(), Ballot: m.Ballot, AccBallot: a.promised}})
 		default:
@@ -448,12 +535,17 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 			out = append(out, Out{from, Msg{Kind: Accepted, Gen: a.gen(), Ballot: m.Ballot}})
 		}
 	case Decide:
-		out = append(out, a.decideFrom(m.Value)...)
+		out = append(out, a.decideFrom(from, m.Value, m.Proof)...)
+	case Confirm:
+		out = append(out, a.decideFrom(from, m.Value, m.Proof)...)
+		if a.err == nil {
+			a.confirmed[from] = true
+		}
 	case Report:
 		// The reporter began: so does this slot (it is, or becomes, the
 		// coordinator); a decided one tells it the decision.
 		if a.decided != nil {
-			out = append(out, Out{from, Msg{Kind: Decide, Gen: a.gen(), Value: a.decided}})
+			out = append(out, Out{from, Msg{Kind: Decide, Gen: a.gen(), Value: a.decided, Proof: a.proof, Failed: a.failed()}})
 		}
 	case Nack:
 		if m.Ballot == a.ballot && a.ballot != 0 && m.AccBallot > a.ballot {
@@ -464,9 +556,7 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 	case Promise, Accepted:
 		if m.Ballot == a.ballot && a.ballot != 0 {
 			if m.Kind == Promise && m.Decided {
-				a.decide(m.Value)
-				out = append(out, a.announce()...)
-				return out
+				return append(out, a.decideFrom(from, m.Value, m.Proof)...)
 			}
 			if (m.Kind == Promise) == (a.phase == Prepare) {
 				a.answers[from] = m
@@ -501,6 +591,15 @@ func (a *Agreement) Plausible(from int, m Msg) error {
 			return a.lieErr(from, "a %v bringing %s", m.Kind, why(err))
 		}
 	}
+	final := m.Kind == Decide || m.Kind == Confirm || (m.Kind == Promise && m.Decided)
+	switch {
+	case final != (m.Proof != nil):
+		return a.lieErr(from, "a %v with a proof %v", m.Kind, m.Proof != nil)
+	case final:
+		if err := a.checkProof(from, m); err != nil {
+			return err
+		}
+	}
 	if m.Kind == Prepare {
 		// An honest sender is the coordinator once the slots it names
 		// lost are: it names every slot below it.
@@ -516,16 +615,60 @@ func (a *Agreement) Plausible(from int, m Msg) error {
 	return nil
 }
 
+// checkProof says whether m's proof could be an honest coordinator's:
+// signed by its origin, for this instance and m's value, and the origin
+// the coordinator once the slots m names lost are (it names every slot
+// below the origin).
+func (a *Agreement) checkProof(from int, m Msg) error {
+	p, n := m.Proof, uint64(a.slots)
+	switch {
+	case !a.member(p.Origin):
+		return a.lieErr(from, "a %v decided by slot %d, not a member", m.Kind, p.Origin)
+	case int(p.Ballot%n) != p.Origin || p.Ballot/n > a.maxRound() || p.Ballot < n:
+		return a.lieErr(from, "a %v decided by slot %d in ballot %d, which it could not run", m.Kind, p.Origin, p.Ballot)
+	}
+	var key ed25519.PublicKey
+	if a.keys.Peer != nil {
+		key = a.keys.Peer(p.Origin)
+	}
+	if p.Origin == a.self && len(a.keys.Own) == ed25519.PrivateKeySize {
+		key = a.keys.Own.Public().(ed25519.PublicKey)
+	}
+	if len(key) != ed25519.PublicKeySize || !ed25519.Verify(key, a.keys.message(a.inst, p.Ballot, m.Value), p.Sig) {
+		return a.lieErr(from, "a %v whose proof is not slot %d's signature of its value", m.Kind, p.Origin)
+	}
+	for _, s := range a.live {
+		if s == p.Origin {
+			break
+		}
+		if !a.lost[s] && !slices.Contains(m.Failed, s) {
+			return a.lieErr(from, "a %v decided by slot %d while slot %d, which it does not name lost, is the coordinator", m.Kind, p.Origin, s)
+		}
+	}
+	return nil
+}
+
 // Awaited is the member this slot waits on, and for what: as the
 // coordinator, the first live member that has not answered its phase ("a
 // promise", "an accepted"); else the coordinator, when this slot reported
 // to it and has heard nothing from it in this instance ("a prepare"). It
 // is -1 when this slot waits on no one it could name: decided, ended, not
 // begun, its own input not given, or the coordinator heard (it waits on
-// someone else). An honest member answers at once, so one awaited for
-// long while it lives holds the agreement up (the caller names it).
+// someone else). A slot that knows the decision awaits the first live
+// member whose confirm has not come ("a confirm"). An honest member
+// answers at once, so one awaited for long while it lives holds the
+// agreement up (the caller names it).
 func (a *Agreement) Awaited() (int, string) {
-	if a.err != nil || a.decided != nil || !a.started || !a.ready {
+	if a.err != nil || !a.started {
+		return -1, ""
+	}
+	if a.decided != nil {
+		if s := a.unconfirmed(); s >= 0 {
+			return s, "confirm"
+		}
+		return -1, ""
+	}
+	if !a.ready {
 		return -1, ""
 	}
 	if c := a.coordinator(); c != a.self {
@@ -568,35 +711,52 @@ func (a *Agreement) lieErr(from int, format string, args ...any) error {
 		Msg: fmt.Sprintf("protocol violation by slot %d in the agreement on %d: ", from, a.inst) + fmt.Sprintf(format, args...)}
 }
 
-// decideFrom takes a decision another slot brings. A slot that is the
-// coordinator when it learns it (its round under way, or not begun) tells
-// every live slot: the coordinator that decided may have been lost before
-// its decide reached them all, and the slots it missed wait for this
-// one's round, which a decided slot no longer runs.
-func (a *Agreement) decideFrom(v []byte) []Out {
+// decideFrom takes a decision another slot (from) brings, its proof
+// checked (Plausible). The first is this slot's; one that differs from it
+// is a lie, and the proofs say whose (conflict).
+func (a *Agreement) decideFrom(from int, v []byte, p *Proof) []Out {
+	if a.decided != nil {
+		if !bytes.Equal(v, a.decided) {
+			a.conflict(from, p)
+		}
+		return nil
+	}
+	return a.decide(v, p)
+}
+
+// conflict ends this slot's part: the decision slot from brings (proof p)
+// differs from the one this slot holds. A coordinator that signed two
+// values lied. Two coordinators' differing decisions (which Paxos rules
+// out among honest slots) are named on the later one, which should have
+// carried the earlier on: it lied, or a member hid from it the value it
+// had accepted (the message names both).
+func (a *Agreement) conflict(from int, p *Proof) {
+	old := a.proof
+	if p.Origin == old.Origin {
+		a.lie(p.Origin, "it decided two different values (in ballots %d and %d; the second brought by slot %d)", old.Ballot, p.Ballot, from)
+		return
+	}
+	hi, lo := p, old
+	if old.Ballot > p.Ballot {
+		hi, lo = old, p
+	}
+	a.lie(hi.Origin, "it decided in ballot %d a value other than the one slot %d decided in ballot %d (brought by slot %d): a later coordinator carries a decided value on, so it lied, or a member hid from it the value it had accepted", hi.Ballot, lo.Origin, lo.Ballot, from)
+}
+
+// decide takes v, decided with proof p, and confirms it to every live
+// member: the decision reaches all from whoever knows it, and a slot acts
+// on it once every live member confirmed the same (Decided).
+func (a *Agreement) decide(v []byte, p *Proof) []Out {
 	if a.decided != nil {
 		return nil
 	}
-	a.decide(v)
-	if a.started && a.coordinator() == a.self {
-		return a.announce()
-	}
-	return nil
-}
-
-func (a *Agreement) decide(v []byte) {
-	if a.decided != nil {
-		return
-	}
-	a.decided = v
+	a.decided, a.proof = v, p
 	a.ballot = 0
-}
-
-func (a *Agreement) announce() []Out {
+	a.confirmed = map[int]bool{a.self: true}
 	var out []Out
-	for _, s := range a.live {
-		if s != a.self && !a.lost[s] {
-			out = append(out, Out{s, Msg{Kind: Decide, Gen: a.gen(), Value: a.decided}})
+	for _, s := range a.alive() {
+		if s != a.self {
+			out = append(out, Out{s, Msg{Kind: Confirm, Gen: a.gen(), Value: v, Proof: p, Failed: a.failed()}})
 		}
 	}
 	return out
@@ -673,8 +833,11 @@ func (a *Agreement) step() []Out {
 		}
 		return append(out, a.step()...)
 	}
-	a.decide(a.proposal)
-	return a.announce()
+	if len(a.keys.Own) != ed25519.PrivateKeySize {
+		a.err = codes.New(codes.JobEnded, "agreement %d: this slot has no key to sign its decision with", a.gen())
+		return nil
+	}
+	return a.decide(a.proposal, a.keys.Prove(a.self, a.inst, a.ballot, a.proposal))
 }
 
 // begin starts a round with a ballot above every one this slot has seen.

@@ -184,7 +184,7 @@ func (s *sim) crash(x int) {
 // lost before the start (slot 0 … of live sees them), chaos the chance of
 // a crash per step.
 func runSim(t *testing.T, seed int64, cur Layout, before []int, chaos float64) (map[int]Layout, map[int]bool, map[int]error) {
-	decided, crashed, errs := runEngines(t, seed, cur, before, chaos, func(x int) *Agreement { return NewAgreement(x, cur) })
+	decided, crashed, errs := runEngines(t, seed, cur, before, chaos, func(x int) *Agreement { return NewAgreement(x, cur, testKeys(x)) })
 	layouts := map[int]Layout{}
 	for x, v := range decided {
 		var l Layout
@@ -344,14 +344,13 @@ func TestAgreementProperty(t *testing.T) {
 	}
 }
 
-// The coordinator dies after one slot has decided: the next coordinator
-// finishes that layout.
+// The coordinator dies after it decided, its confirm reaching one slot
+// only: that slot's confirms bring the others the same layout.
 func TestCoordinatorDiesAfterOneDecided(t *testing.T) {
 	cur := Initial(3, 2) // slots 0..4, coordinator 0
-	a := map[int]*Agreement{}
-	for x := 0; x < 5; x++ {
-		a[x] = NewAgreement(x, cur)
-	}
+	n := newNet(cur)
+	n.crashed[2] = true
+	a := n.a
 	outs := a[0].Start([]int{2})
 	// Everyone promises, accepts; only slot 1 gets the decision.
 	for round := 0; round < 2; round++ {
@@ -366,32 +365,28 @@ func TestCoordinatorDiesAfterOneDecided(t *testing.T) {
 			outs = append(outs, a[0].Receive(r.To, r.Msg)...)
 		}
 	}
-	want, ok, _ := a[0].DecidedLayout()
-	if !ok {
+	if a[0].decided == nil {
 		t.Fatal("coordinator did not decide")
 	}
-	for _, o := range outs {
-		if o.To == 1 {
-			a[1].Receive(0, o.Msg)
+	var want Layout
+	if err := want.UnmarshalBinary(a[0].decided); err != nil {
+		t.Fatal(err)
+	}
+	n.send(0, outs, 1)
+	n.crashed[0] = true
+	n.pump(t)
+	// Slot 0 dies: slots 1, 3 and 4 see it.
+	for _, x := range []int{1, 3, 4} {
+		n.send(x, a[x].Suspect(2))
+		n.send(x, a[x].Suspect(0))
+	}
+	n.pump(t)
+	for _, x := range []int{1, 3, 4} {
+		l, ok, err := a[x].DecidedLayout()
+		if err != nil || !ok || !l.Equal(want) {
+			t.Fatalf("slot %d: decided %+v (%v, %v), want %+v", x, l, ok, err, want)
 		}
 	}
-	// Slot 0 dies: slot 1 is the coordinator; slots 3 and 4 learn of it.
-	a[1].Suspect(0)
-	a[1].Suspect(2)
-	var q []Out
-	for _, x := range []int{3, 4} {
-		a[x].Suspect(2)
-		q = append(q, a[x].Suspect(0)...)
-	}
-	if _, ok := a[1].Decided(); !ok {
-		t.Fatal("slot 1 lost its decision")
-	}
-	for x := 3; x <= 4; x++ {
-		if l, ok, _ := a[x].DecidedLayout(); ok && !l.Equal(want) {
-			t.Fatalf("slot %d decided %+v, want %+v", x, l, want)
-		}
-	}
-	_ = q
 }
 
 // TestConsensusProperty: the consensus of comm.agree — every slot's input
@@ -408,7 +403,7 @@ func TestConsensusProperty(t *testing.T) {
 			flags[i] = byte(rng.Intn(256))
 		}
 		mk := func(x int) *Agreement {
-			a := NewConsensus(x, cur.Live(), n, 7, func(failed []int, inputs map[int][]byte) ([]byte, error) {
+			a := NewConsensus(x, cur.Live(), n, 7, testKeys(x), func(failed []int, inputs map[int][]byte) ([]byte, error) {
 				and := byte(0xff)
 				var from []byte
 				for s := 0; s < n; s++ {

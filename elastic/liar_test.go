@@ -20,7 +20,7 @@ type net struct {
 func newNet(cur Layout) *net {
 	n := &net{a: map[int]*Agreement{}, q: map[[2]int][]Msg{}, crashed: map[int]bool{}, muted: map[int]bool{}}
 	for _, x := range cur.Live() {
-		n.a[x] = NewAgreement(x, cur)
+		n.a[x] = NewAgreement(x, cur, testKeys(x))
 	}
 	return n
 }
@@ -217,7 +217,7 @@ func TestLiesNamed(t *testing.T) {
 		{"promise with an accepted ballot far ahead", 1, Msg{Kind: Promise, Gen: 1, Ballot: 5, AccBallot: 1 << 40, Value: layout(honest), Input: []byte{}}, "round"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := NewAgreement(0, cur)
+			a := NewAgreement(0, cur, testKeys(0))
 			a.Start([]int{2})
 			a.Receive(tc.from, tc.m)
 			wantLiar(t, a, tc.from, tc.says)
@@ -226,10 +226,113 @@ func TestLiesNamed(t *testing.T) {
 			}
 		})
 	}
-	// The honest decide is taken.
-	a := NewAgreement(1, cur)
-	a.Receive(0, Msg{Kind: Decide, Gen: 1, Value: layout(honest)})
+	// The honest decide is taken, and acted on once every live member
+	// confirmed it.
+	a := NewAgreement(1, cur, testKeys(1))
+	p := signed(0, 1, 5, layout(honest))
+	a.Receive(0, Msg{Kind: Decide, Gen: 1, Value: layout(honest), Proof: p, Failed: []int{2}})
+	for _, x := range []int{0, 3, 4} {
+		if _, ok, _ := a.DecidedLayout(); ok {
+			t.Fatalf("decided before slot %d confirmed", x)
+		}
+		if s, what := a.Awaited(); s != x || what != "confirm" {
+			t.Fatalf("awaits slot %d's %s, want slot %d's confirm", s, what, x)
+		}
+		a.Receive(x, Msg{Kind: Confirm, Gen: 1, Value: layout(honest), Proof: p, Failed: []int{2}})
+	}
 	if l, ok, err := a.DecidedLayout(); err != nil || !ok || !l.Equal(honest) || a.Err() != nil {
 		t.Fatalf("honest decide: %+v %v %v %v", l, ok, err, a.Err())
+	}
+}
+
+// signed is the proof slot origin gives value v in ballot b of the
+// agreement on generation gen.
+func signed(origin, gen int, b uint64, v []byte) *Proof {
+	return testKeys(origin).Prove(origin, gen, b, v)
+}
+
+// The lies about a decision: a proof that is not its origin's, or not
+// for this value, or by a slot that could not be the coordinator, and a
+// coordinator that decides two layouts (the fork of a lying coordinator,
+// which the confirms expose at the slots it told differently: here
+// {2 lost} to slot 1, {2, 3 lost} to another, slot 3 lost during it) — each is
+// H1627 naming the liar, and nothing is acted on.
+func TestDecisionLiesNamed(t *testing.T) {
+	cur := Initial(4, 2) // slots 0..5: ranks 0..3, spares 4, 5
+	layout := func(l Layout) []byte { b, _ := l.MarshalBinary(); return b }
+	one, _ := cur.Next([]int{2})
+	both, _ := cur.Next([]int{2, 3})
+	forged := signed(4, 1, 6, layout(one))
+	forged.Origin = 0
+	for _, tc := range []struct {
+		name  string
+		msgs  []Msg // from slot 0 first, the rest from slot 4
+		liar  int
+		says  string
+		first bool // the first message is the lie
+	}{
+		{"decide signed by another", []Msg{{Kind: Decide, Gen: 1, Value: layout(one), Proof: forged, Failed: []int{2}}}, 0, "not slot 0's signature", true},
+		{"decide whose proof is for another value", []Msg{{Kind: Decide, Gen: 1, Value: layout(both), Proof: signed(0, 1, 6, layout(one)), Failed: []int{2}}}, 0, "not slot 0's signature", true},
+		{"decide whose proof is of another generation", []Msg{{Kind: Decide, Gen: 1, Value: layout(one), Proof: signed(0, 2, 6, layout(one)), Failed: []int{2}}}, 0, "not slot 0's signature", true},
+		{"decide by a slot that is not the coordinator", []Msg{{Kind: Decide, Gen: 1, Value: layout(one), Proof: signed(3, 1, 9, layout(one)), Failed: []int{2}}}, 0, "which it does not name lost, is the coordinator", true},
+		{"decide without a proof", []Msg{{Kind: Decide, Gen: 1, Value: layout(one), Failed: []int{2}}}, 0, "with a proof false", true},
+		{"coordinator decides two layouts", []Msg{
+			{Kind: Decide, Gen: 1, Value: layout(one), Proof: signed(0, 1, 6, layout(one)), Failed: []int{2}},
+			{Kind: Confirm, Gen: 1, Value: layout(both), Proof: signed(0, 1, 6, layout(both)), Failed: []int{2, 3}},
+		}, 0, "decided two different values", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := NewAgreement(1, cur, testKeys(1))
+			a.Start([]int{2})
+			for i, m := range tc.msgs {
+				from := 0
+				if i > 0 {
+					from = 4
+				}
+				a.Receive(from, m)
+				if tc.first {
+					break
+				}
+			}
+			wantLiar(t, a, tc.liar, tc.says)
+			if _, ok := a.Decided(); ok {
+				t.Fatal("a lie decided")
+			}
+		})
+	}
+}
+
+// A lying coordinator forks: with slot 2 lost and slot 3 lost during the
+// agreement, it decides {2 lost} to slot 1 and {2, 3 lost} to slots 4
+// and 5, both valid layouts with valid proofs. The confirms bring each
+// slot the other value: every honest slot names the coordinator, and
+// none acts on a layout.
+func TestLyingCoordinatorCannotFork(t *testing.T) {
+	cur := Initial(4, 2) // slots 0..5: ranks 0..3, spares 4, 5
+	layout := func(l Layout) []byte { b, _ := l.MarshalBinary(); return b }
+	one, _ := cur.Next([]int{2})
+	both, _ := cur.Next([]int{2, 3})
+	n := newNet(cur)
+	n.crashed[2] = true
+	n.muted[0] = true // its own engine says nothing; its lies are sent below
+	for _, x := range []int{1, 3, 4, 5} {
+		n.send(x, n.a[x].Start([]int{2}))
+	}
+	n.pump(t)
+	n.crashed[3] = true
+	for _, x := range []int{1, 4, 5} {
+		n.send(x, n.a[x].Suspect(3))
+	}
+	n.pump(t)
+	n.q[[2]int{0, 1}] = append(n.q[[2]int{0, 1}], Msg{Kind: Decide, Gen: 1, Value: layout(one), Proof: signed(0, 1, 6, layout(one)), Failed: []int{2}})
+	for _, x := range []int{4, 5} {
+		n.q[[2]int{0, x}] = append(n.q[[2]int{0, x}], Msg{Kind: Decide, Gen: 1, Value: layout(both), Proof: signed(0, 1, 6, layout(both)), Failed: []int{2, 3}})
+	}
+	n.pump(t)
+	for _, x := range []int{1, 4, 5} {
+		wantLiar(t, n.a[x], 0, "decided two different values")
+		if _, ok := n.a[x].Decided(); ok {
+			t.Fatalf("slot %d acts on a layout", x)
+		}
 	}
 }

@@ -1,12 +1,17 @@
 package runtime_test
 
 import (
+	"context"
+	"crypto/ed25519"
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"sperli/codes"
+	"sperli/elastic"
 	"sperli/runtime"
 )
 
@@ -122,5 +127,200 @@ func TestClaimedLossOfALiveSlot(t *testing.T) {
 	}
 	if comms[0].Recovering() {
 		t.Fatal("slot 0 abandoned its generation for the claim")
+	}
+}
+
+// TestLiarMatrix: one authenticated slot lies in the agreement of a job
+// of 4 ranks and 2 spares (slots 0..5; the first coordinator's ballot is
+// 6). Each lie ends the job on every honest slot that is left — with
+// H1627 naming the liar, or H1612 quoting it from the slot that saw the
+// lie first — and no honest slot enters a generation: no fork, no
+// stall, the liar named. The liar's own engine is muted where it takes
+// part in the agreement, so that its lies are all it says there.
+func TestLiarMatrix(t *testing.T) {
+	cur := elastic.Initial(4, 2)
+	val := func(l elastic.Layout) []byte { b, _ := l.MarshalBinary(); return b }
+	one, _ := cur.Next([]int{2})
+	both, _ := cur.Next([]int{2, 3})
+	nothingLost := elastic.Layout{Gen: 1, Ranks: []int{0, 1, 2, 3}, Spares: []int{4, 5}, Lost: []int{}, Slots: 6}
+	skipped := one
+	skipped.Gen = 7
+	jumped := elastic.Layout{Gen: 1, Ranks: []int{0, 1, 5, 3}, Spares: []int{4}, Lost: []int{2}, Slots: 6} // spare 5 over 4
+	type lie struct {
+		to int
+		m  func(prove func(origin int, b uint64, v []byte) *elastic.Proof) elastic.Msg
+	}
+	decide := func(l elastic.Layout, origin int, b uint64, failed ...int) func(func(int, uint64, []byte) *elastic.Proof) elastic.Msg {
+		return func(prove func(int, uint64, []byte) *elastic.Proof) elastic.Msg {
+			return elastic.Msg{Kind: elastic.Decide, Gen: 1, Value: val(l), Failed: failed, Proof: prove(origin, b, val(l))}
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		liar  int
+		crash int   // a slot lost before the lies (-1: none; no recovery runs)
+		then  int   // a slot lost after the first lies (-1: none)
+		first []lie // before then's loss
+		lies  []lie
+		says  string
+	}{
+		{name: "fork: two layouts to two sides", liar: 0, crash: 2, then: 3,
+			first: []lie{{1, prepare}, {3, prepare}, {4, prepare}, {5, prepare}},
+			lies:  []lie{{1, decide(one, 0, 6, 2)}, {4, decide(both, 0, 6, 2, 3)}, {5, decide(both, 0, 6, 2, 3)}},
+			says:  "decided two different values"},
+		{name: "decide with nothing lost", liar: 3, crash: -1, then: -1,
+			lies: []lie{{0, decide(nothingLost, 3, 9)}}, says: "names no lost rank"},
+		{name: "decide of generation 7", liar: 4, crash: 2, then: -1,
+			lies: []lie{{1, decide(skipped, 0, 6, 2)}}, says: "generation 7"},
+		{name: "a spare promoted over a lower one", liar: 5, crash: 2, then: -1,
+			lies: []lie{{1, decide(jumped, 5, 11, 2)}}, says: "does not make"},
+		{name: "decide signed in another's name", liar: 3, crash: 2, then: -1,
+			lies: []lie{{1, func(prove func(int, uint64, []byte) *elastic.Proof) elastic.Msg {
+				p := prove(3, 6, val(one))
+				p.Origin = 0
+				return elastic.Msg{Kind: elastic.Decide, Gen: 1, Value: val(one), Failed: []int{2}, Proof: p}
+			}}}, says: "not slot 0's signature"},
+		{name: "decide by a slot that is not the coordinator", liar: 3, crash: 2, then: -1,
+			lies: []lie{{1, decide(one, 3, 9, 2)}}, says: "which it does not name lost, is the coordinator"},
+		{name: "promise with an accepted ballot far ahead", liar: 1, crash: 2, then: -1,
+			lies: []lie{{0, func(func(int, uint64, []byte) *elastic.Proof) elastic.Msg {
+				return elastic.Msg{Kind: elastic.Promise, Gen: 1, Ballot: 6, AccBallot: 1 << 40, Value: val(one), Input: []byte{}, Failed: []int{2}}
+			}}}, says: "round"},
+		{name: "report naming a live rank lost", liar: 1, crash: -1, then: -1,
+			lies: []lie{{0, func(func(int, uint64, []byte) *elastic.Proof) elastic.Msg {
+				return elastic.Msg{Kind: elastic.Report, Gen: 1, Failed: []int{2}}
+			}}}, says: "it named slot 2 lost"},
+		{name: "a silent coordinator", liar: 0, crash: 2, then: -1, says: "it sent no prepare"},
+		{name: "a silent acceptor", liar: 3, crash: 2, then: -1, says: "it sent no promise"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			comms, jobs := spareJob(t, ctx, tc.liar)
+			key := ed25519.NewKeyFromSeed(jobs[tc.liar].Key)
+			prove := func(origin int, b uint64, v []byte) *elastic.Proof {
+				return elastic.Keys{Own: key, Domain: []byte{0}}.Prove(origin, 1, b, v) // the layout agreement's domain (protocol.md §12.4)
+			}
+			liar := newHostile(t, comms[tc.liar])
+			send := func(lies []lie) {
+				for _, l := range lies {
+					b, err := l.m(prove).MarshalBinary()
+					if err != nil {
+						t.Fatal(err)
+					}
+					liar.write(l.to, rawFrame{Type: tAgree, Payload: append([]byte{0}, b...)})
+				}
+			}
+			lost := map[int]bool{}
+			if tc.crash >= 0 {
+				runtime.CrashForTest(comms[tc.crash])
+				lost[tc.crash] = true
+				send(tc.first)
+				// The ranks begin; the spares too once an agreement
+				// message came (the liar's prepare, or the coordinator's
+				// when it is not the liar).
+				for x, c := range comms {
+					spareLeftOut := x >= 4 && tc.first == nil && tc.liar == 0
+					for !lost[x] && !spareLeftOut && !c.Recovering() {
+						select {
+						case <-ctx.Done():
+							t.Fatalf("slot %d never began the recovery", x)
+						case <-time.After(5 * time.Millisecond):
+						}
+					}
+				}
+			}
+			if tc.then >= 0 {
+				runtime.CrashForTest(comms[tc.then])
+				lost[tc.then] = true
+			}
+			send(tc.lies)
+			for x, c := range comms {
+				if lost[x] || x == tc.liar {
+					continue
+				}
+				nc, err := c.Next(ctx)
+				if e := codes.As(err); e == nil || (e.Code != codes.ProtocolViolation && e.Code != codes.JobEnded) {
+					t.Fatalf("slot %d: %v, want H1627 or H1612", x, err)
+				}
+				if want := fmt.Sprintf("protocol violation by slot %d", tc.liar); !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("slot %d: %q does not say %q of slot %d", x, err, tc.says, tc.liar)
+				}
+				if nc.Generation() != 0 {
+					t.Fatalf("slot %d entered generation %d", x, nc.Generation())
+				}
+			}
+		})
+	}
+}
+
+// prepare is the liar's prepare of the first round, naming slot 2 lost:
+// it brings the spares into the agreement (they follow the first
+// agreement message while a rank lives).
+func prepare(func(int, uint64, []byte) *elastic.Proof) elastic.Msg {
+	return elastic.Msg{Kind: elastic.Prepare, Gen: 1, Ballot: 6, Failed: []int{2}}
+}
+
+// spareJob joins a job of 4 ranks and 2 spares with a silence limit of
+// 200 ms; slot mute says nothing in its agreements (the liar's engine).
+func spareJob(t *testing.T, ctx context.Context, mute int) ([]*runtime.Comm, []*runtime.Job) {
+	f := newFixture(t, 6)
+	f.spec.Size, f.spec.Spares, f.spec.SilenceMS = 4, 2, 200
+	jobs := make([]*runtime.Job, 6)
+	for s := range jobs {
+		jobs[s] = f.job(s)
+	}
+	jobs[mute].Failures = fmt.Sprintf("0:%d@mute-agree-1", mute)
+	comms := make([]*runtime.Comm, 6)
+	var wg sync.WaitGroup
+	for s := range comms {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			var err error
+			if comms[s], err = runtime.Init(ctx, jobs[s]); err != nil {
+				t.Errorf("Init(slot %d) = %v", s, err)
+			}
+		}(s)
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Cleanup(func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	})
+	return comms, jobs
+}
+
+// TestMalformedFrameBetweenGenerations: a frame refused by its reader
+// (here one that says it is from another slot) while the slots recover
+// ends the job with its code. It was lost: the generation's communicator
+// had ended already, so the refusal only closed the connection, and the
+// agreement went on as if the sender were lost.
+func TestMalformedFrameBetweenGenerations(t *testing.T) {
+	ctx := testCtx(t)
+	comms, _ := spareJob(t, ctx, 4)
+	runtime.CrashForTest(comms[2])
+	for _, x := range []int{0, 1, 3} {
+		for !comms[x].Recovering() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("slot %d never began the recovery", x)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	newHostile(t, comms[4]).write(1, rawFrame{Type: tData, Tag: 99, Source: 3, Payload: []byte("x")})
+	for _, x := range []int{0, 1, 3, 5} {
+		_, err := comms[x].Next(ctx)
+		e := codes.As(err)
+		if e == nil || (e.Code != codes.FrameMalformed && (e.Cause == nil || e.Cause.Code != codes.FrameMalformed)) {
+			t.Fatalf("slot %d: %v, want the job ended by H1609", x, err)
+		}
+		if !strings.Contains(err.Error(), "says it is from rank 3, the peer is rank 4") {
+			t.Fatalf("slot %d: %q does not say which frame was refused", x, err)
+		}
 	}
 }

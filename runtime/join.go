@@ -34,6 +34,7 @@ type joined struct {
 	conn    net.Conn
 	br      *bufio.Reader
 	silence uint32
+	key     ed25519.PublicKey // the peer's certificate's
 }
 
 type joinState struct {
@@ -127,6 +128,7 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 		return nil, err
 	}
 	c := newComm(j)
+	c.links.own = key
 	c.spin = spin
 	c.links.shared.Spins = spin > 0
 	c.links.proc = pr
@@ -167,6 +169,7 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 		jn.conn.SetDeadline(time.Time{})
 		mesh.SetSpin(jn.conn, spin, &c.links.shared.Writing)
 		c.links.peers[r] = newPeer(c.links, r, jn.conn, jn.silence)
+		c.links.keys[r] = jn.key
 	}
 	c.bind()
 	for _, p := range c.links.peers {
@@ -478,7 +481,7 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 		tc.Close()
 		return joined{}, err
 	}
-	return joined{rank: rank, conn: tc, br: br, silence: hello.SilenceMS}, nil
+	return joined{rank: rank, conn: tc, br: br, silence: hello.SilenceMS, key: peerKey(tc)}, nil
 }
 
 // refuseConn tells the peer the code of its refusal, then closes.
@@ -667,7 +670,18 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		tc.Close()
 		return joined{}, err, false
 	}
-	return joined{rank: r, conn: tc, br: br, silence: hello.SilenceMS}, nil, false
+	return joined{rank: r, conn: tc, br: br, silence: hello.SilenceMS, key: peerKey(tc)}, nil, false
+}
+
+// peerKey is the Ed25519 key of the peer's certificate (its decisions in
+// an agreement are signed with it), or nil.
+func peerKey(tc *tls.Conn) ed25519.PublicKey {
+	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+		if k, ok := certs[0].PublicKey.(ed25519.PublicKey); ok {
+			return k
+		}
+	}
+	return nil
 }
 
 // watchControl waits for the end of the launcher's control channel. A

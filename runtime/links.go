@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"crypto/ed25519"
 	"encoding/binary"
 	"net"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/elastic"
 	"sperli/job"
 	"sperli/runtime/bufpool"
 	"sperli/runtime/mesh"
@@ -22,6 +24,11 @@ type links struct {
 	self  int     // this process's slot
 	slots int     // the job's ranks and spares
 	peers []*peer // by slot; nil at self
+	// own signs this slot's decisions in an agreement; keys are the
+	// peers' certificates' keys, by slot, that verify theirs (set by the
+	// join, read-only after it).
+	own  ed25519.PrivateKey
+	keys []ed25519.PublicKey
 	// shared is what every connection reads from the slot: its number, the
 	// clock, whether reads spin before they block (spin.go: a waiting
 	// receiver then takes reading over), and the count of writer
@@ -53,11 +60,22 @@ type links struct {
 	closeMu sync.Once
 }
 
+// agreeKeys are the keys of an agreement about domain (elastic.Keys).
+func (l *links) agreeKeys(domain ...byte) elastic.Keys {
+	return elastic.Keys{Own: l.own, Domain: domain, Peer: func(s int) ed25519.PublicKey {
+		if s < 0 || s >= len(l.keys) {
+			return nil
+		}
+		return l.keys[s]
+	}}
+}
+
 func newLinks(j *Job) *links {
 	l := &links{
 		self:    j.Rank,
 		slots:   j.Slots(),
 		peers:   make([]*peer, j.Slots()),
+		keys:    make([]ed25519.PublicKey, j.Slots()),
 		stopMon: make(chan struct{}),
 		stopRec: make(chan struct{}),
 		recDone: make(chan struct{}),
@@ -100,7 +118,16 @@ func newPeer(l *links, slot int, conn net.Conn, silenceMS uint32) *peer {
 
 func (p *peer) Arrive(h wire.Header, payload []byte) error { return p.l.arrive(p, h, payload) }
 func (p *peer) Lost(why string)                            { p.l.lost(p.rank, why) }
-func (p *peer) Refused(err error)                          { p.l.cur.Load().fail(err) }
+func (p *peer) Refused(err error) {
+	if c := p.l.cur.Load(); c.recovering.Load() {
+		// Between generations the communicator has ended already: the
+		// refusal ends the job (it would otherwise be lost, and the peer
+		// only gone).
+		p.l.rec.end(err)
+		return
+	}
+	p.l.cur.Load().fail(err)
+}
 
 // Closing reports whether Finish or Close is under way.
 func (p *peer) Closing() bool { return p.l.closingNow.Load() }

@@ -486,7 +486,7 @@ func (r *recovery) begin(slot int, why string) {
 	}
 	r.lossAt = time.Now()
 	r.abandon(slot, why)
-	r.eng, r.engPurpose = elastic.NewAgreement(r.l.self, r.layout), agreeLayout
+	r.eng, r.engPurpose = elastic.NewAgreement(r.l.self, r.layout, r.l.agreeKeys(agreeLayout)), agreeLayout
 	c := r.l.cur.Load()
 	c.failurePoint("agree", 1)
 	c.failurePoint("mute-agree", 1)
@@ -533,7 +533,7 @@ func (r *recovery) onMessage(from int, purpose byte, m elastic.Msg) {
 				}
 			}
 			r.abandon(lost, "told by slot "+fmt.Sprint(from))
-			r.eng, r.engPurpose = elastic.NewAgreement(r.l.self, r.layout), agreeLayout
+			r.eng, r.engPurpose = elastic.NewAgreement(r.l.self, r.layout, r.l.agreeKeys(agreeLayout)), agreeLayout
 			r.l.cur.Load().failurePoint("agree", 1)
 			r.l.cur.Load().failurePoint("mute-agree", 1)
 			// With the slots the message names lost: a prepare that named
@@ -574,12 +574,12 @@ func (r *recovery) firstOfRecovery(from int, m elastic.Msg) error {
 	if (m.Kind != elastic.Prepare && m.Kind != elastic.Report) || !namesRank {
 		return slotViolation(from, "an agreement %v on generation %d that names no lost rank (failed %v), while no recovery runs here", m.Kind, m.Gen, m.Failed)
 	}
-	return elastic.NewAgreement(r.l.self, r.layout).Plausible(from, m)
+	return elastic.NewAgreement(r.l.self, r.layout, r.l.agreeKeys(agreeLayout)).Plausible(from, m)
 }
 
 // newRegroup starts the agreement a shrink or grow asks for.
 func (r *recovery) newRegroup() {
-	r.eng, r.engPurpose = elastic.NewRegroup(r.l.self, r.layout), agreeRegroup
+	r.eng, r.engPurpose = elastic.NewRegroup(r.l.self, r.layout, r.l.agreeKeys(agreeRegroup)), agreeRegroup
 	if r.layout.IsSpare(r.l.self) {
 		r.send(r.eng.SetInput([]byte{}))
 	}

@@ -201,12 +201,13 @@ func TestListenerRefusesFrames(t *testing.T) {
 		(&wire.Header{Type: wire.Hello, Source: 1, Length: 0}).Put(b)
 		return b
 	}
-	// A peer of protocol version 1 (a star barrier where this one runs a
-	// dissemination): refused at its hello, not left to deadlock.
-	version1 := func() []byte {
+	// A peer of protocol version 2 (its agreement's decisions unsigned
+	// and unconfirmed): refused at its hello, not left to misread the
+	// agree frames.
+	version2 := func() []byte {
 		b := make([]byte, wire.HeaderSize)
 		(&wire.Header{Type: wire.Hello, Length: 4}).Put(b)
-		b[4] = 1
+		b[4] = 2
 		return b
 	}
 	notHello := func() []byte {
@@ -223,7 +224,7 @@ func TestListenerRefusesFrames(t *testing.T) {
 		{"malformed header", badMagic, codes.FrameMalformed},
 		{"hello from the wrong source", wrongSource, codes.FrameMalformed},
 		{"data before hello", notHello, codes.HelloMalformed},
-		{"a peer of protocol version 1", version1, codes.FrameMalformed},
+		{"a peer of protocol version 2", version2, codes.FrameMalformed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

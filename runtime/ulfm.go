@@ -369,7 +369,10 @@ func (c *Comm) agreeAs(ctx context.Context, flag uint64, kind byte) (out uint64,
 	}
 	c.mu.Unlock()
 	slots := c.links.slots
-	eng := elastic.NewConsensus(c.links.self, members, slots, int(k), func(failed []int, inputs map[int][]byte) ([]byte, error) {
+	// The proofs of this call's decision prove nothing in another
+	// generation's or communicator's.
+	domain := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32([]byte{agreeComm}, c.inc), c.ctxID)
+	eng := elastic.NewConsensus(c.links.self, members, slots, int(k), c.links.agreeKeys(domain...), func(failed []int, inputs map[int][]byte) ([]byte, error) {
 		and := ^uint64(0)
 		var mis *agreeMismatch
 		first := -1
