@@ -95,27 +95,11 @@ func TestClaimedLossOfALiveSlot(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFixture(t, 4)
 	f.spec.Size, f.spec.Spares, f.spec.SilenceMS = 3, 1, 200
-	comms := make([]*runtime.Comm, 4)
-	var wg sync.WaitGroup
-	for s := range comms {
-		wg.Add(1)
-		go func(s int) {
-			defer wg.Done()
-			var err error
-			if comms[s], err = runtime.Init(ctx, f.job(s)); err != nil {
-				t.Errorf("Init(slot %d) = %v", s, err)
-			}
-		}(s)
+	jobs := make([]*runtime.Job, 4)
+	for s := range jobs {
+		jobs[s] = f.job(s)
 	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	t.Cleanup(func() {
-		for _, c := range comms {
-			c.Close()
-		}
-	})
+	comms := initSlots(t, ctx, jobs)
 	report := []byte{0, 6, 0, 0, 0, 0, 1} // purpose layout, a report for generation 1
 	report = append(report, make([]byte, 16)...)
 	report = append(report, 0, 1, 0, 2) // failed: slot 2
@@ -218,16 +202,14 @@ func TestLiarMatrix(t *testing.T) {
 				// The ranks begin; the spares too once an agreement
 				// message came (the liar's prepare, or the coordinator's
 				// when it is not the liar).
-				for x, c := range comms {
+				var wait []int
+				for x := range comms {
 					spareLeftOut := x >= 4 && tc.first == nil && tc.liar == 0
-					for !lost[x] && !spareLeftOut && !c.Recovering() {
-						select {
-						case <-ctx.Done():
-							t.Fatalf("slot %d never began the recovery", x)
-						case <-time.After(5 * time.Millisecond):
-						}
+					if !lost[x] && !spareLeftOut {
+						wait = append(wait, x)
 					}
 				}
+				waitRecovering(t, ctx, comms, wait...)
 			}
 			if tc.then >= 0 {
 				runtime.CrashForTest(comms[tc.then])
@@ -270,7 +252,13 @@ func spareJob(t *testing.T, ctx context.Context, mute int) ([]*runtime.Comm, []*
 		jobs[s] = f.job(s)
 	}
 	jobs[mute].Failures = fmt.Sprintf("0:%d@mute-agree-1", mute)
-	comms := make([]*runtime.Comm, 6)
+	return initSlots(t, ctx, jobs), jobs
+}
+
+// initSlots joins the slots of jobs (ranks and spares) concurrently.
+func initSlots(t *testing.T, ctx context.Context, jobs []*runtime.Job) []*runtime.Comm {
+	t.Helper()
+	comms := make([]*runtime.Comm, len(jobs))
 	var wg sync.WaitGroup
 	for s := range comms {
 		wg.Add(1)
@@ -291,7 +279,22 @@ func spareJob(t *testing.T, ctx context.Context, mute int) ([]*runtime.Comm, []*
 			c.Close()
 		}
 	})
-	return comms, jobs
+	return comms
+}
+
+// waitRecovering waits until each of the slots has abandoned its
+// generation for a recovery.
+func waitRecovering(t *testing.T, ctx context.Context, comms []*runtime.Comm, slots ...int) {
+	t.Helper()
+	for _, x := range slots {
+		for !comms[x].Recovering() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("slot %d never began the recovery", x)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // TestMalformedFrameBetweenGenerations: a frame refused by its reader
@@ -303,15 +306,7 @@ func TestMalformedFrameBetweenGenerations(t *testing.T) {
 	ctx := testCtx(t)
 	comms, _ := spareJob(t, ctx, 4)
 	runtime.CrashForTest(comms[2])
-	for _, x := range []int{0, 1, 3} {
-		for !comms[x].Recovering() {
-			select {
-			case <-ctx.Done():
-				t.Fatalf("slot %d never began the recovery", x)
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}
+	waitRecovering(t, ctx, comms, 0, 1, 3)
 	newHostile(t, comms[4]).write(1, rawFrame{Type: tData, Tag: 99, Source: 3, Payload: []byte("x")})
 	for _, x := range []int{0, 1, 3, 5} {
 		_, err := comms[x].Next(ctx)
