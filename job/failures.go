@@ -34,6 +34,8 @@ import (
 //	                (SIGCONT) — before its silence limit, or after it, when
 //	                the others have declared it lost. A rank run inside
 //	                another program (Job.Die set) dies there instead
+//	work-done-K     as it gives a work queue its K-th result, before the
+//	                master has it (SPEC §19)
 type Failure struct {
 	Inc   uint32
 	Rank  int
@@ -44,7 +46,7 @@ type Failure struct {
 // MaxFailures is the most entries a schedule may have.
 const MaxFailures = 64
 
-var failurePoints = map[string]bool{"before-ckpt": true, "mid-ckpt": true, "after-ckpt": true, "collective": true, "agree": true, "mute-agree": true, "stop-collective": true}
+var failurePoints = map[string]bool{"before-ckpt": true, "mid-ckpt": true, "after-ckpt": true, "collective": true, "agree": true, "mute-agree": true, "stop-collective": true, "work-done": true}
 
 // ParseFailures parses a failure schedule strictly: unique (incarnation,
 // rank) pairs of non-negative numbers, known points, at most 64 entries.
@@ -82,7 +84,7 @@ func ParseFailures(s string) ([]Failure, error) {
 			}
 			k, err := strconv.Atoi(kS)
 			if !ok || !failurePoints[name] || err != nil || k < 1 || kS[0] == '+' {
-				return nil, bad("point is not one of before-ckpt-K, mid-ckpt-K, after-ckpt-K, collective-K, agree-K, mute-agree-K, stop-collective-K with K ≥ 1")
+				return nil, bad("point is not one of before-ckpt-K, mid-ckpt-K, after-ckpt-K, collective-K, agree-K, mute-agree-K, stop-collective-K, work-done-K with K ≥ 1")
 			}
 			f.Point, f.K = name, k
 		}

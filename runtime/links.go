@@ -29,6 +29,16 @@ type links struct {
 	// join, read-only after it).
 	own  ed25519.PrivateKey
 	keys []ed25519.PublicKey
+
+	// queues are this process's logs of its work queues, by name: kept
+	// across generations (workq.go), under wqMu.
+	wqMu   sync.Mutex
+	queues map[string]*wqLog
+	// lossWake is closed (and forgotten) at each loss a program that
+	// manages its losses is told of (lostReturn): a work queue's master
+	// waits on it. Under lossMu.
+	lossMu   sync.Mutex
+	lossWake chan struct{}
 	// shared is what every connection reads from the slot: its number, the
 	// clock, whether reads spin before they block (spin.go: a waiting
 	// receiver then takes reading over), and the count of writer
@@ -60,6 +70,25 @@ type links struct {
 	closeMu sync.Once
 }
 
+// losses is closed at the next loss lostReturn is told of.
+func (l *links) losses() <-chan struct{} {
+	l.lossMu.Lock()
+	defer l.lossMu.Unlock()
+	if l.lossWake == nil {
+		l.lossWake = make(chan struct{})
+	}
+	return l.lossWake
+}
+
+func (l *links) wakeLosses() {
+	l.lossMu.Lock()
+	if l.lossWake != nil {
+		close(l.lossWake)
+		l.lossWake = nil
+	}
+	l.lossMu.Unlock()
+}
+
 // agreeKeys are the keys of an agreement about domain (elastic.Keys).
 func (l *links) agreeKeys(domain ...byte) elastic.Keys {
 	return elastic.Keys{Own: l.own, Domain: domain, Peer: func(s int) ed25519.PublicKey {
@@ -76,6 +105,7 @@ func newLinks(j *Job) *links {
 		slots:   j.Slots(),
 		peers:   make([]*peer, j.Slots()),
 		keys:    make([]ed25519.PublicKey, j.Slots()),
+		queues:  map[string]*wqLog{},
 		stopMon: make(chan struct{}),
 		stopRec: make(chan struct{}),
 		recDone: make(chan struct{}),

@@ -78,6 +78,7 @@ func (c *Comm) lostReturn(slot int, why string) {
 		close(op.done)
 	}
 	c.wakeAll()
+	c.links.wakeLosses()
 	c.agrees.suspect(slot)
 	if c.links.rec != nil {
 		c.links.rec.note(slot, why)
@@ -494,6 +495,11 @@ func (c *Comm) regroup(ctx context.Context, op string) (nc *Comm, err error) {
 	}
 	if !c.links.lossReturn.Load() {
 		return nil, &codes.Error{Code: codes.Finished, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: the job recovers losses itself; call set_on_loss(\"return\") first", op)}
+	}
+	if now := c.links.cur.Load().inc; now > c.inc {
+		// Its agreement would be of a generation the others have left:
+		// its frames are dropped, and it would wait for ever.
+		return nil, &codes.Error{Code: codes.Finished, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: this communicator is of generation %d, which the job has left (it is in generation %d): %s the communicator the last shrink or grow returned", op, c.inc, now, op)}
 	}
 	// The failed set, the same on every live rank.
 	kind := byte(agreeOfGrow)

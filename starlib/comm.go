@@ -121,6 +121,11 @@ func (c *Comm) Attr(name string) (starlark.Value, error) {
 	case "ANY_TAG":
 		return starlark.MakeInt(runtime.AnyTag), nil
 	}
+	if name == "work_queue" { // its iterator needs the thread (failKey)
+		return starlark.NewBuiltin("comm.work_queue", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			return commWorkQueue(c, thread, b, args, kwargs)
+		}), nil
+	}
 	m, ok := commMethods[name]
 	if !ok {
 		return nil, nil
@@ -132,7 +137,7 @@ func (c *Comm) Attr(name string) (starlark.Value, error) {
 
 // AttrNames lists the fields and methods.
 func (c *Comm) AttrNames() []string {
-	names := []string{"rank", "size", "job", "incarnation", "generation", "slot", "ANY_SOURCE", "ANY_TAG"}
+	names := []string{"rank", "size", "job", "incarnation", "generation", "slot", "ANY_SOURCE", "ANY_TAG", "work_queue"}
 	for n := range commMethods {
 		names = append(names, n)
 	}

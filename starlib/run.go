@@ -99,6 +99,10 @@ func Run(p *Program) error {
 			}
 		}
 	}
+	if pending := pendingErr(thread); err == nil && pending != nil {
+		// A work queue's iteration ended by it, and nothing raised it.
+		return &ProgramError{Text: "a work queue's iteration ended: " + pending.Error(), Err: pending}
+	}
 	if err != nil {
 		return programError(err)
 	}

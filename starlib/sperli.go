@@ -254,7 +254,14 @@ func attempt(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if !ok {
 		return nil, errors.New("sperli.attempt: fn is " + args[0].Type() + ", want a callable")
 	}
+	outer := pendingErr(thread)
 	v, err := starlark.Call(thread, fn, args[1:], kwargs)
+	if pending := pendingErr(thread); err == nil && pending != nil {
+		err = pending // a work queue's iteration ended by it (failKey)
+	}
+	if outer != nil {
+		thread.SetLocal(failKey, outer)
+	}
 	if err != nil {
 		ce := codes.As(err)
 		if ce == nil {

@@ -1,0 +1,819 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"sperli/codes"
+	"sperli/wire"
+)
+
+// The work queue of SPEC §19 (docs/workqueue.md): rank 0 of the queue's
+// communicator is its master and hands out leases fenced by (generation,
+// lease number); a result counts once the master and its buddy (rank 1)
+// hold its log record; every rank holds the log after the queue's start
+// and its end, so it survives the loss of any one rank (the process keeps
+// it across generations, by the queue's name).
+
+// Tags of a queue's messages on its private communicator.
+const (
+	wqTagReq = 1 // worker → master: a request, or a done that is one
+	wqTagRep = 2 // master → worker: a lease, or the end
+	wqTagLog = 3 // master → buddy: a log record, or the end
+	wqTagAck = 4 // buddy → master: the record is held
+)
+
+// MaxWorkResult bounds a result (a frame's payload, less the done's head).
+const MaxWorkResult = wire.MaxPayload - 64
+
+// maxWorkItems bounds a queue's items (their ids are u32 on the wire).
+const maxWorkItems = 1 << 24
+
+// Task is an item leased to this rank: its id (its index in the items)
+// and data, and the lease's fence.
+type Task struct {
+	ID   int
+	Data []byte
+	f    fence
+}
+
+// fence is a lease's: the generation it was made in and its number there.
+type fence struct {
+	gen   uint32
+	lease uint64
+}
+
+// wqRecord is one record of a queue's log: a result published (P) or an
+// execution that was not (X: a duplicate or a stale fence), with the
+// fence it came with, the slot that computed it and the SHA-256 of the
+// result (its bytes kept for a published one).
+type wqRecord struct {
+	kind   byte // 'P' or 'X'
+	f      fence
+	id     int
+	slot   int
+	sum    [32]byte
+	result []byte
+}
+
+const wqRecordHead = 1 + 4 + 8 + 4 + 2 + 32 + 4
+
+func (r wqRecord) append(b []byte) []byte {
+	b = append(b, r.kind)
+	b = binary.BigEndian.AppendUint32(b, r.f.gen)
+	b = binary.BigEndian.AppendUint64(b, r.f.lease)
+	b = binary.BigEndian.AppendUint32(b, uint32(r.id))
+	b = binary.BigEndian.AppendUint16(b, uint16(r.slot))
+	b = append(b, r.sum[:]...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.result)))
+	return append(b, r.result...)
+}
+
+// parseRecords decodes the records of a log of a queue of n items in a
+// job of slots slots; what no honest rank sends is an error.
+func parseRecords(b []byte, n, slots int) ([]wqRecord, error) {
+	var out []wqRecord
+	for len(b) > 0 {
+		if len(b) < wqRecordHead {
+			return nil, fmt.Errorf("a log record cut short (%d bytes)", len(b))
+		}
+		r := wqRecord{kind: b[0], f: fence{binary.BigEndian.Uint32(b[1:]), binary.BigEndian.Uint64(b[5:])},
+			id: int(binary.BigEndian.Uint32(b[13:])), slot: int(binary.BigEndian.Uint16(b[17:]))}
+		copy(r.sum[:], b[19:51])
+		size := int(binary.BigEndian.Uint32(b[51:]))
+		b = b[wqRecordHead:]
+		switch {
+		case r.kind != 'P' && r.kind != 'X':
+			return nil, fmt.Errorf("a log record of kind %#x", r.kind)
+		case r.id >= n || r.slot >= slots:
+			return nil, fmt.Errorf("a log record of item %d by slot %d (%d items, %d slots)", r.id, r.slot, n, slots)
+		case size > len(b) || (r.kind == 'X' && size != 0):
+			return nil, fmt.Errorf("a %c log record with a result of %d bytes (%d left)", r.kind, size, len(b))
+		}
+		if r.kind == 'P' {
+			r.result = append([]byte{}, b[:size]...)
+			if sha256.Sum256(r.result) != r.sum {
+				return nil, fmt.Errorf("a log record of item %d whose result does not match its SHA-256", r.id)
+			}
+		}
+		b = b[size:]
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// wqLog is this process's copy of a queue's log, kept by name across
+// generations (links.queues).
+type wqLog struct {
+	sum  [32]byte         // of the items
+	pub  map[int]wqRecord // published, by item
+	exec map[wqKey]bool   // every execution logged (published or not)
+	recs []wqRecord       // the unpublished executions (X), in order
+}
+
+// wqKey names an execution: its fence and item.
+type wqKey struct {
+	f  fence
+	id int
+}
+
+func newWQLog(sum [32]byte) *wqLog {
+	return &wqLog{sum: sum, pub: map[int]wqRecord{}, exec: map[wqKey]bool{}}
+}
+
+// add takes a record; an execution already logged is not counted again.
+// A second result of a published item is an execution that was not
+// published (content-addressed: the first is the item's).
+func (l *wqLog) add(r wqRecord) {
+	k := wqKey{r.f, r.id}
+	if _, done := l.pub[r.id]; r.kind == 'P' && !done {
+		// Published: an execution of it known before (its worker's
+		// record) is now this one.
+		if l.exec[k] {
+			l.recs = slices.DeleteFunc(l.recs, func(x wqRecord) bool { return x.f == r.f && x.id == r.id })
+		}
+		l.exec[k] = true
+		l.pub[r.id] = r
+		return
+	}
+	if l.exec[k] {
+		return
+	}
+	l.exec[k] = true
+	r.kind, r.result = 'X', nil
+	l.recs = append(l.recs, r)
+}
+
+// encode is every record, the published by item, then the others.
+func (l *wqLog) encode() []byte {
+	ids := make([]int, 0, len(l.pub))
+	for id := range l.pub {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	var b []byte
+	for _, id := range ids {
+		b = l.pub[id].append(b)
+	}
+	for _, r := range l.recs {
+		b = r.append(b)
+	}
+	return b
+}
+
+// WorkStats are a queue's statistics, from its log (SPEC §19).
+type WorkStats struct {
+	Items       int
+	Published   int
+	Executed    int
+	Duplicates  int         // Executed − Published
+	Generations int         // the generations results were logged in
+	ByRank      map[int]int // executions by the slot that computed them
+}
+
+func (l *wqLog) stats(items int) WorkStats {
+	st := WorkStats{Items: items, Published: len(l.pub), Executed: len(l.exec), ByRank: map[int]int{}}
+	st.Duplicates = st.Executed - st.Published
+	gens := map[uint32]bool{}
+	count := func(r wqRecord) {
+		gens[r.f.gen] = true
+		st.ByRank[r.slot]++
+	}
+	for _, r := range l.pub {
+		count(r)
+	}
+	for _, r := range l.recs {
+		count(r)
+	}
+	st.Generations = len(gens)
+	return st
+}
+
+// WorkQueue is a work queue on a communicator (SPEC §19): Next leases a
+// task, Done gives its result, and once every item is published Next
+// returns false on every rank and Results is the same on every rank.
+// One goroutine uses it.
+type WorkQueue struct {
+	c, q  *Comm
+	name  string
+	items [][]byte
+	log   *wqLog // this process's, shared with the master and buddy goroutines while they run
+	mu    *sync.Mutex
+	held  *Task
+	asked bool // a request (or a done) is out: the next reply is this rank's
+	dones int  // the results this rank gave
+	ended bool
+	// This rank's master or buddy goroutine: closed at its end, with
+	// srvErr set; nil on the other ranks.
+	srvDone chan struct{}
+	srvErr  error
+	// Rank 0 talks to its own master in the process: its requests join
+	// the others' (reqs), and its replies come on local.
+	reqs  chan wqReq
+	local chan []byte
+}
+
+// wqReq is a request or done that came to the master.
+type wqReq struct {
+	from int
+	b    []byte
+}
+
+// WorkQueue starts the queue name of items on c: a collective call,
+// with the same name and items on every rank (else H1613 on every rank).
+// A queue of that name this process ran before, in an earlier generation
+// or on a communicator the job shrank from, goes on from its log: the
+// published results stay, and only the rest is leased.
+func (c *Comm) WorkQueue(ctx context.Context, name string, items [][]byte) (*WorkQueue, error) {
+	if len(items) == 0 || len(items) > maxWorkItems || len(name) > 255 {
+		return nil, &codes.Error{Code: codes.OutOfRange, Op: "work_queue", Rank: -1,
+			Msg: fmt.Sprintf("work_queue: %d items and a name of %d bytes; want 1 to %d items and a name of at most 255", len(items), len(name), maxWorkItems)}
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s", len(name), name)
+	for _, it := range items {
+		binary.Write(h, binary.BigEndian, uint64(len(it)))
+		h.Write(it)
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	q, err := c.Split(ctx, 0, c.Rank())
+	if err != nil {
+		return nil, err
+	}
+	all, err := q.Allgather(ctx, sum[:])
+	if err != nil {
+		return nil, err
+	}
+	for r := 0; r < q.Size(); r++ {
+		if !bytes.Equal(all[32*r:32*r+32], sum[:]) {
+			return nil, &codes.Error{Code: codes.CollectiveMismatch, Op: "work_queue", Rank: r,
+				Msg: fmt.Sprintf("work_queue %q: rank %d's items differ from rank %d's (their SHA-256)", name, r, c.Rank())}
+		}
+	}
+	w := &WorkQueue{c: c, q: q, name: name, items: items, mu: &c.links.wqMu}
+	if err := w.sync(ctx, sum); err != nil {
+		return nil, err
+	}
+	serve := func(fn func(context.Context) error) {
+		w.srvDone = make(chan struct{})
+		go func() {
+			w.srvErr = w.lost(fn(ctx))
+			close(w.srvDone)
+		}()
+	}
+	switch q.Rank() {
+	case 0:
+		w.reqs, w.local = make(chan wqReq), make(chan []byte, 1)
+		serve(w.master)
+	case 1:
+		serve(w.buddy)
+	}
+	return w, nil
+}
+
+// maxWorkLog bounds a queue's log as it travels.
+const maxWorkLog = 1 << 32
+
+// maxWorkExtras bounds the executions one rank brings to a queue's start
+// beyond the log (a gather's part).
+const maxWorkExtras = (wire.MaxPayload - 64) / (wqRecordHead)
+
+// sync makes every rank's log the union of what the ranks hold. The
+// published records are the longest list a rank holds, which holds every
+// other (every rank holds the whole log at the queue's start; in a
+// generation the buddy logs a record before the master does, and the
+// others log none); that rank sends its log to all. Then the executions
+// the others know and it does not (a worker's done that its master did
+// not log before it was lost) are gathered and sent to all.
+func (w *WorkQueue) sync(ctx context.Context, sum [32]byte) error {
+	w.mu.Lock()
+	old := w.c.links.queues[w.name]
+	if old == nil || old.sum != sum {
+		old = newWQLog(sum)
+	}
+	mine := old.encode()
+	pub := len(old.pub)
+	w.mu.Unlock()
+	head := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(pub)), uint64(len(mine)))
+	heads, err := w.q.Allgather(ctx, head)
+	if err != nil {
+		return err
+	}
+	src, best, size := 0, uint64(0), uint64(0)
+	for r := 0; r < w.q.Size(); r++ {
+		n, length := binary.BigEndian.Uint64(heads[16*r:]), binary.BigEndian.Uint64(heads[16*r+8:])
+		if length > maxWorkLog || n > uint64(len(w.items)) {
+			return violation(w.q.worldRank(r), "work_queue %q: a log of %d published items in %d bytes (%d items, at most %d bytes)", w.name, n, length, len(w.items), uint64(maxWorkLog))
+		}
+		if n > best || r == 0 {
+			src, best, size = r, n, length
+		}
+	}
+	all, err := w.bcastBytes(ctx, src, mine, size)
+	if err != nil {
+		return err
+	}
+	l, err := w.logOf(all, sum, src)
+	if err != nil {
+		return err
+	}
+	// The executions this rank knows beyond it.
+	var extra []byte
+	for _, r := range old.recs {
+		if !l.exec[wqKey{r.f, r.id}] && len(extra) < maxWorkExtras*wqRecordHead {
+			extra = r.append(extra)
+		}
+	}
+	lens, err := w.q.Allgather(ctx, binary.BigEndian.AppendUint32(nil, uint32(len(extra))))
+	if err != nil {
+		return err
+	}
+	longest := 0
+	for r := 0; r < w.q.Size(); r++ {
+		n := int(binary.BigEndian.Uint32(lens[4*r:]))
+		if n > maxWorkExtras*wqRecordHead {
+			return violation(w.q.worldRank(r), "work_queue %q: %d bytes of executions beyond the log", w.name, n)
+		}
+		longest = max(longest, n)
+	}
+	if longest > 0 {
+		got, err := w.q.Gather(ctx, 0, append(extra, make([]byte, longest-len(extra))...))
+		if err != nil {
+			return err
+		}
+		var merged []byte
+		if w.q.Rank() == 0 {
+			for r := 0; r < w.q.Size(); r++ {
+				n := int(binary.BigEndian.Uint32(lens[4*r:]))
+				recs, err := parseRecords(got[longest*r:longest*r+n], len(w.items), w.c.links.slots)
+				if err != nil {
+					return violation(w.q.worldRank(r), "work_queue %q: %v", w.name, err)
+				}
+				for _, rec := range recs {
+					if rec.kind != 'X' {
+						return violation(w.q.worldRank(r), "work_queue %q: a published record beyond the log", w.name)
+					}
+					merged = rec.append(merged)
+				}
+			}
+		}
+		if merged, err = w.bcastLen(ctx, merged); err != nil {
+			return err
+		}
+		recs, err := parseRecords(merged, len(w.items), w.c.links.slots)
+		if err != nil {
+			return violation(w.q.worldRank(0), "work_queue %q: %v", w.name, err)
+		}
+		for _, rec := range recs {
+			l.add(rec)
+		}
+	}
+	w.mu.Lock()
+	w.c.links.queues[w.name] = l
+	w.log = l
+	w.mu.Unlock()
+	return nil
+}
+
+// logOf is the log of the records b, which rank src sent.
+func (w *WorkQueue) logOf(b []byte, sum [32]byte, src int) (*wqLog, error) {
+	recs, err := parseRecords(b, len(w.items), w.c.links.slots)
+	if err != nil {
+		return nil, violation(w.q.worldRank(src), "work_queue %q: %v", w.name, err)
+	}
+	l := newWQLog(sum)
+	for _, rec := range recs {
+		l.add(rec)
+	}
+	return l, nil
+}
+
+// bcastLen broadcasts b from rank 0 of the queue, its length first.
+func (w *WorkQueue) bcastLen(ctx context.Context, b []byte) ([]byte, error) {
+	n, err := w.q.Bcast(ctx, 0, binary.BigEndian.AppendUint64(nil, uint64(len(b))))
+	if err != nil {
+		return nil, err
+	}
+	if len(n) != 8 || binary.BigEndian.Uint64(n) > maxWorkLog {
+		return nil, violation(w.q.worldRank(0), "work_queue %q: a log's length of %d bytes", w.name, len(n))
+	}
+	return w.bcastBytes(ctx, 0, b, binary.BigEndian.Uint64(n))
+}
+
+// bcastBytes broadcasts b, of size bytes, from rank root of the queue, in
+// parts of at most half a frame.
+func (w *WorkQueue) bcastBytes(ctx context.Context, root int, b []byte, size uint64) ([]byte, error) {
+	const part = wire.MaxPayload / 2
+	var out []byte
+	for off := uint64(0); off < size; off += part {
+		end := min(size, off+part)
+		var chunk []byte
+		if w.q.Rank() == root {
+			chunk = b[off:end]
+		}
+		got, err := w.q.Bcast(ctx, root, chunk)
+		if err != nil {
+			return nil, err
+		}
+		if uint64(len(got)) != end-off {
+			return nil, violation(w.q.worldRank(root), "work_queue %q: a part of its log of %d bytes, want %d", w.name, len(got), end-off)
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+// Next leases the next task to this rank: ok is false once every item is
+// published (the queue has ended on every rank; Results holds them all).
+// After a loss it raises H1611 or H1626 on every live rank (a program that
+// manages its losses shrinks, and starts the queue again on the new
+// communicator: its log goes on).
+func (w *WorkQueue) Next(ctx context.Context) (t *Task, ok bool, err error) {
+	t, ok, err = w.next(ctx)
+	return t, ok, w.lost(err)
+}
+
+// lost passes err on. In a program that manages its losses, one of a
+// loss or a revoke first revokes the queue's communicator, so that no
+// rank waits on a live one that will never answer (the master, the
+// buddy, a worker waiting for a lease). (When the job recovers in place,
+// the generation's end reaches every rank, as H1611.)
+func (w *WorkQueue) lost(err error) error {
+	if c := codes.Of(err); (c == codes.PeerLost || c == codes.Revoked) && w.c.links.lossReturn.Load() {
+		w.q.Revoke()
+	}
+	return err
+}
+
+func (w *WorkQueue) next(ctx context.Context) (t *Task, ok bool, err error) {
+	if w.ended {
+		return nil, false, nil
+	}
+	if w.held != nil {
+		return nil, false, &codes.Error{Code: codes.OutOfRange, Op: "work_queue", Rank: -1,
+			Msg: fmt.Sprintf("work_queue %q: task %d is not done: give its result (done) before the next task", w.name, w.held.ID)}
+	}
+	if !w.asked {
+		if err := w.request(ctx, []byte{'R'}); err != nil {
+			return nil, false, err
+		}
+		w.asked = true
+	}
+	b, err := w.reply(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	w.asked = false
+	switch {
+	case len(b) == 1+4+8+4 && b[0] == 'L':
+		f := fence{binary.BigEndian.Uint32(b[1:]), binary.BigEndian.Uint64(b[5:])}
+		id := int(binary.BigEndian.Uint32(b[13:]))
+		if id >= len(w.items) {
+			return nil, false, violation(w.q.worldRank(0), "work_queue %q: a lease of item %d (%d items)", w.name, id, len(w.items))
+		}
+		w.held = &Task{ID: id, Data: w.items[id], f: f}
+		return w.held, true, nil
+	case len(b) == 1 && b[0] == 'E':
+		return nil, false, w.finish(ctx)
+	}
+	return nil, false, violation(w.q.worldRank(0), "work_queue %q: a reply of %d bytes that is no lease or end", w.name, len(b))
+}
+
+// Done gives the result of t, a task this rank holds. A result over
+// MaxWorkResult or a task not held is H1616, and the queue goes on.
+func (w *WorkQueue) Done(ctx context.Context, t *Task, result []byte) error {
+	if t == nil || t != w.held {
+		id := -1
+		if t != nil {
+			id = t.ID
+		}
+		return &codes.Error{Code: codes.OutOfRange, Op: "work_queue", Rank: -1,
+			Msg: fmt.Sprintf("work_queue %q: done for task %d, which this rank does not hold", w.name, id)}
+	}
+	if len(result) > MaxWorkResult {
+		return &codes.Error{Code: codes.OutOfRange, Op: "work_queue", Rank: -1,
+			Msg: fmt.Sprintf("work_queue %q: a result of %d bytes for task %d, at most %d", w.name, len(result), t.ID, MaxWorkResult)}
+	}
+	w.dones++
+	w.c.failurePoint("work-done", w.dones)
+	b := []byte{'D'}
+	b = binary.BigEndian.AppendUint32(b, t.f.gen)
+	b = binary.BigEndian.AppendUint64(b, t.f.lease)
+	b = binary.BigEndian.AppendUint32(b, uint32(t.ID))
+	if err := w.request(ctx, append(b, result...)); err != nil {
+		return w.lost(err)
+	}
+	// This rank's own record of the execution: if the master is lost
+	// before it logs the done, the next start counts it (sync).
+	w.mu.Lock()
+	w.log.add(wqRecord{kind: 'X', f: t.f, id: t.ID, slot: w.c.links.self, sum: sha256.Sum256(result)})
+	w.mu.Unlock()
+	w.held, w.asked = nil, true
+	return nil
+}
+
+// request sends a request or done to the master: on rank 0 in the
+// process.
+func (w *WorkQueue) request(ctx context.Context, b []byte) error {
+	if w.reqs == nil {
+		return w.q.Send(ctx, 0, wqTagReq, b)
+	}
+	select {
+	case w.reqs <- wqReq{0, b}:
+		return nil
+	case <-w.srvDone:
+		return w.served()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// reply is the master's answer to this rank's request.
+func (w *WorkQueue) reply(ctx context.Context) ([]byte, error) {
+	if w.reqs == nil {
+		return w.q.Recv(ctx, 0, wqTagRep)
+	}
+	select {
+	case b := <-w.local:
+		return b, nil
+	case <-w.srvDone:
+		select {
+		case b := <-w.local: // its last reply, the end
+			return b, nil
+		default:
+		}
+		return nil, w.served()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// served is the end of this rank's master or buddy: its error, or one
+// that says it ended before this rank's request.
+func (w *WorkQueue) served() error {
+	if w.srvErr != nil {
+		return w.srvErr
+	}
+	return &codes.Error{Code: codes.Finished, Op: "work_queue", Rank: -1, Msg: fmt.Sprintf("work_queue %q: the queue has ended", w.name)}
+}
+
+// finish ends the queue on this rank: the master's and buddy's
+// goroutines have ended, and rank 0 sends every rank the whole log.
+func (w *WorkQueue) finish(ctx context.Context) error {
+	if w.srvDone != nil {
+		select {
+		case <-w.srvDone:
+			if w.srvErr != nil {
+				return w.srvErr
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	var all []byte
+	if w.q.Rank() == 0 {
+		w.mu.Lock()
+		all = w.log.encode()
+		w.mu.Unlock()
+	}
+	all, err := w.bcastLen(ctx, all)
+	if err != nil {
+		return err
+	}
+	recs, err := parseRecords(all, len(w.items), w.c.links.slots)
+	if err != nil {
+		return violation(w.q.worldRank(0), "work_queue %q: %v", w.name, err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range recs {
+		w.log.add(r)
+	}
+	if len(w.log.pub) != len(w.items) {
+		return violation(w.q.worldRank(0), "work_queue %q: ended with %d of %d items published", w.name, len(w.log.pub), len(w.items))
+	}
+	w.ended = true
+	return nil
+}
+
+// Results is every item's result by id, once Next returned false.
+func (w *WorkQueue) Results() (map[int][]byte, error) {
+	if !w.ended {
+		return nil, &codes.Error{Code: codes.OutOfRange, Op: "work_queue", Rank: -1,
+			Msg: fmt.Sprintf("work_queue %q: results before the queue ended (iterate it to the end first)", w.name)}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[int][]byte, len(w.log.pub))
+	for id, r := range w.log.pub {
+		out[id] = r.result
+	}
+	return out, nil
+}
+
+// Stats are the queue's statistics from its log as this rank holds it
+// (after the end, the whole log: the same on every rank).
+func (w *WorkQueue) Stats() WorkStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.log.stats(len(w.items))
+}
+
+// master serves the queue on rank 0 until every rank was told its end.
+func (w *WorkQueue) master(ctx context.Context) error {
+	gen := w.c.inc
+	var next uint64 // leases made in this generation
+	leases := map[int]struct {
+		n      uint64
+		holder int
+	}{}
+	var pending []int
+	w.mu.Lock()
+	for id := range w.items {
+		if _, done := w.log.pub[id]; !done {
+			pending = append(pending, id)
+		}
+	}
+	published := len(w.log.pub)
+	w.mu.Unlock()
+	var parked []int
+	told := 0
+	send := func(to int, b []byte) error {
+		if to == 0 {
+			w.local <- b // rank 0 has one request out at most: never blocks
+			return nil
+		}
+		return w.q.Send(ctx, to, wqTagRep, b)
+	}
+	reply := func(to int) error {
+		switch {
+		case len(pending) > 0:
+			id := pending[0]
+			pending = pending[1:]
+			next++
+			leases[id] = struct {
+				n      uint64
+				holder int
+			}{next, to}
+			b := []byte{'L'}
+			b = binary.BigEndian.AppendUint32(b, gen)
+			b = binary.BigEndian.AppendUint64(b, next)
+			return send(to, binary.BigEndian.AppendUint32(b, uint32(id)))
+		case published == len(w.items):
+			told++
+			return send(to, []byte{'E'})
+		}
+		parked = append(parked, to)
+		return nil
+	}
+	// The other ranks' requests are read by a goroutine of their own,
+	// which the master's end withdraws.
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	readErr := make(chan error, 1)
+	if w.q.Size() > 1 {
+		go func() {
+			for {
+				b, env, err := w.q.RecvFrom(rctx, AnySource, wqTagReq)
+				if err != nil {
+					readErr <- err
+					return
+				}
+				select {
+				case w.reqs <- wqReq{env.Source, b}:
+				case <-rctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	for told < w.q.Size() {
+		// A rank lost (to a program that manages its losses) ends the
+		// queue here, and its revoke everywhere: the ranks shrink, and
+		// the queue starts again from its log, the lost rank's lease
+		// leased again. (Without it, the others would wait for ever on a
+		// master that waits for the lost one.)
+		wake := w.c.links.losses()
+		if lost := w.q.Failed(); len(lost) > 0 {
+			return &codes.Error{Code: codes.PeerLost, Op: "work_queue", Rank: lost[0],
+				Msg:   fmt.Sprintf("work_queue %q: rank %d lost: the queue goes on from its log once the ranks shrink", w.name, lost[0]),
+				Cause: &codes.Cause{Kind: codes.CauseLost, Rank: lost[0], Code: codes.PeerLost}}
+		}
+		var req wqReq
+		select {
+		case req = <-w.reqs:
+		case err := <-readErr:
+			return err
+		case <-wake:
+			continue
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		b, from := req.b, req.from
+		switch {
+		case len(b) == 1 && b[0] == 'R':
+		case len(b) >= 17 && b[0] == 'D':
+			f := fence{binary.BigEndian.Uint32(b[1:]), binary.BigEndian.Uint64(b[5:])}
+			id := int(binary.BigEndian.Uint32(b[13:]))
+			l, held := leases[id]
+			if f.gen > gen || (f.gen == gen && f.lease > next) || id >= len(w.items) || (f.gen == gen && held && l.n == f.lease && l.holder != from) {
+				// A fence no master made, or another rank's lease.
+				return w.liar(from, "a done of item %d with fence (%d, %d), which no master gave it (generation %d, %d leases)", id, f.gen, f.lease, gen, next)
+			}
+			rec := wqRecord{kind: 'X', f: f, id: id, slot: w.q.worldSlot(from), sum: sha256.Sum256(b[17:])}
+			if f.gen == gen && held && l.n == f.lease {
+				rec.kind, rec.result = 'P', append([]byte{}, b[17:]...)
+				delete(leases, id)
+			}
+			if err := w.logRecord(ctx, rec); err != nil {
+				return err
+			}
+			if rec.kind == 'P' {
+				published++
+			}
+		default:
+			return w.liar(from, "a request of %d bytes that is no request or done", len(b))
+		}
+		if err := reply(from); err != nil {
+			return err
+		}
+		if published == len(w.items) {
+			for _, p := range parked {
+				if err := reply(p); err != nil {
+					return err
+				}
+			}
+			parked = nil
+		}
+	}
+	if w.q.Size() > 1 {
+		return w.q.Send(ctx, 1, wqTagLog, []byte{'E'})
+	}
+	return nil
+}
+
+// logRecord adds a record to the log: the buddy's copy first (its
+// acknowledgement), then the master's, so that a result counts only
+// once two ranks hold it.
+func (w *WorkQueue) logRecord(ctx context.Context, r wqRecord) error {
+	if w.q.Size() > 1 {
+		if err := w.q.Send(ctx, 1, wqTagLog, r.append(nil)); err != nil {
+			return err
+		}
+		ack, err := w.q.Recv(ctx, 1, wqTagAck)
+		if err != nil {
+			return err
+		}
+		if len(ack) != 0 {
+			return w.liar(1, "a log acknowledgement of %d bytes", len(ack))
+		}
+	}
+	w.mu.Lock()
+	w.log.add(r)
+	w.mu.Unlock()
+	return nil
+}
+
+// buddy holds the master's records on rank 1 until the master's end.
+func (w *WorkQueue) buddy(ctx context.Context) error {
+	for {
+		b, err := w.q.Recv(ctx, 0, wqTagLog)
+		if err != nil {
+			return err
+		}
+		if len(b) == 1 && b[0] == 'E' {
+			return nil
+		}
+		recs, err := parseRecords(b, len(w.items), w.c.links.slots)
+		if err != nil || len(recs) != 1 {
+			return w.liar(0, "a log record that does not parse (%v)", err)
+		}
+		w.mu.Lock()
+		w.log.add(recs[0])
+		w.mu.Unlock()
+		if err := w.q.Send(ctx, 0, wqTagAck, nil); err != nil {
+			return err
+		}
+	}
+}
+
+// liar ends the job: rank r of the queue sent what no honest rank sends.
+func (w *WorkQueue) liar(r int, format string, args ...any) error {
+	err := violation(w.q.worldRank(r), "work_queue %q: "+format, append([]any{w.name}, args...)...)
+	w.c.fail(err)
+	return err
+}
+
+// worldSlot is the slot of rank r of c.
+func (c *Comm) worldSlot(r int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slotOfLocked(r)
+}

@@ -1,0 +1,230 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"sperli/codes"
+	"sperli/runtime"
+)
+
+// wqItems are n items, "0" … "n-1".
+func wqItems(n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = []byte(fmt.Sprint(i))
+	}
+	return out
+}
+
+// farm runs a queue of items on c, each result the item's text twice.
+func farm(ctx context.Context, c *runtime.Comm, items [][]byte) (map[int][]byte, runtime.WorkStats, int, error) {
+	w, err := c.WorkQueue(ctx, "farm", items)
+	if err != nil {
+		return nil, runtime.WorkStats{}, 0, err
+	}
+	did := 0
+	for {
+		t, ok, err := w.Next(ctx)
+		if err != nil {
+			return nil, runtime.WorkStats{}, did, err
+		}
+		if !ok {
+			break
+		}
+		if err := w.Done(ctx, t, append(append([]byte{}, t.Data...), t.Data...)); err != nil {
+			return nil, runtime.WorkStats{}, did, err
+		}
+		did++
+	}
+	res, err := w.Results()
+	return res, w.Stats(), did, err
+}
+
+// TestWorkQueue: every item is done once and published once, the results
+// are the same on every rank, and the stats come from the log.
+func TestWorkQueue(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 5} {
+		t.Run(fmt.Sprintf("%d ranks", n), func(t *testing.T) {
+			ctx := testCtx(t)
+			comms := newFixture(t, n).initAll(ctx)
+			items := wqItems(97)
+			results := make([]map[int][]byte, n)
+			stats := make([]runtime.WorkStats, n)
+			dids := make([]int, n)
+			errs := each(comms, func(c *runtime.Comm) error {
+				var err error
+				results[c.Rank()], stats[c.Rank()], dids[c.Rank()], err = farm(ctx, c, items)
+				return err
+			})
+			total := 0
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+				total += dids[r]
+				if len(results[r]) != len(items) {
+					t.Fatalf("rank %d: %d results, want %d", r, len(results[r]), len(items))
+				}
+				for id, v := range results[r] {
+					if want := strings.Repeat(fmt.Sprint(id), 2); string(v) != want {
+						t.Fatalf("rank %d: result %d = %q, want %q", r, id, v, want)
+					}
+				}
+				st := stats[r]
+				if st.Items != 97 || st.Published != 97 || st.Executed != 97 || st.Duplicates != 0 || st.Generations != 1 {
+					t.Fatalf("rank %d: stats %+v", r, st)
+				}
+				by := 0
+				for _, k := range st.ByRank {
+					by += k
+				}
+				if by != 97 {
+					t.Fatalf("rank %d: by rank %v sums to %d", r, st.ByRank, by)
+				}
+			}
+			if total != len(items) {
+				t.Fatalf("the ranks computed %d items, want %d", total, len(items))
+			}
+		})
+	}
+}
+
+// TestWorkQueueItemsDiffer: items that differ between ranks are H1613 on
+// every rank, at the first call.
+func TestWorkQueueItemsDiffer(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 3).initAll(ctx)
+	errs := each(comms, func(c *runtime.Comm) error {
+		items := wqItems(10)
+		if c.Rank() == 2 {
+			items[4] = []byte("four")
+		}
+		_, err := c.WorkQueue(ctx, "q", items)
+		return err
+	})
+	for r, err := range errs {
+		wantCode(t, fmt.Sprintf("rank %d", r), err, codes.CollectiveMismatch)
+		if !strings.Contains(err.Error(), "items differ") {
+			t.Fatalf("rank %d: %q does not say the items differ", r, err)
+		}
+	}
+}
+
+// TestWorkQueueBadCalls: a done for a task this rank does not hold, a
+// second done, a result over the limit and results before the end are
+// H1616, and the queue goes on to its end.
+func TestWorkQueueBadCalls(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 2).initAll(ctx)
+	errs := each(comms, func(c *runtime.Comm) error {
+		w, err := c.WorkQueue(ctx, "q", wqItems(6))
+		if err != nil {
+			return err
+		}
+		if _, err := w.Results(); codes.Of(err) != codes.OutOfRange {
+			return fmt.Errorf("results before the end: %v, want H1616", err)
+		}
+		if err := w.Done(ctx, &runtime.Task{ID: 1}, []byte("x")); codes.Of(err) != codes.OutOfRange || !strings.Contains(err.Error(), "does not hold") {
+			return fmt.Errorf("done of a task not held: %v, want H1616", err)
+		}
+		for {
+			task, ok, err := w.Next(ctx)
+			if err != nil || !ok {
+				if err != nil {
+					return err
+				}
+				break
+			}
+			if err := w.Done(ctx, task, make([]byte, runtime.MaxWorkResult+1)); codes.Of(err) != codes.OutOfRange {
+				return fmt.Errorf("a result over the limit: %v, want H1616", err)
+			}
+			if _, _, err := w.Next(ctx); codes.Of(err) != codes.OutOfRange {
+				return fmt.Errorf("next with a task not done: %v, want H1616", err)
+			}
+			if err := w.Done(ctx, task, []byte("ok")); err != nil {
+				return err
+			}
+			if err := w.Done(ctx, task, []byte("again")); codes.Of(err) != codes.OutOfRange {
+				return fmt.Errorf("a second done: %v, want H1616", err)
+			}
+		}
+		res, err := w.Results()
+		if err != nil || len(res) != 6 || string(res[5]) != "ok" {
+			return fmt.Errorf("results %v, %v", res, err)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestWorkQueueForgedDone: a joined rank that sends a done with a fence
+// no master gave it, or for another rank's lease, ends the job with H1627
+// naming it, and nothing is published for it.
+func TestWorkQueueForgedDone(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		lease  uint64 // 0: the liar's own held lease's number + 1000
+		future bool   // a generation after the current one
+	}{
+		{"a lease never made", 0, false},
+		{"a later generation", 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			comms := newFixture(t, 3).initAll(ctx)
+			liarHasOne := make(chan struct{}) // the others wait for it: there must be a lease left for the liar
+			errs := each(comms, func(c *runtime.Comm) error {
+				w, err := c.WorkQueue(ctx, "q", wqItems(50))
+				if err != nil {
+					return err
+				}
+				if c.Rank() != 2 {
+					select {
+					case <-liarHasOne:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				for {
+					task, ok, err := w.Next(ctx)
+					if err != nil || !ok {
+						return err
+					}
+					if c.Rank() == 2 {
+						close(liarHasOne)
+						gen, lease := runtime.TaskFenceForTest(task)
+						if tc.future {
+							gen++
+						} else {
+							lease += 1000
+						}
+						if err := runtime.ForgeDoneForTest(ctx, w, task.ID, gen, lease, []byte("forged")); err != nil {
+							return err
+						}
+						_, _, err := w.Next(ctx)
+						return err
+					}
+					if err := w.Done(ctx, task, []byte("ok")); err != nil {
+						return err
+					}
+				}
+			})
+			wantCode(t, "rank 0, the master", errs[0], codes.ProtocolViolation)
+			if !strings.Contains(errs[0].Error(), "protocol violation by rank 2") || !strings.Contains(errs[0].Error(), "which no master gave it") {
+				t.Fatalf("rank 0: %q does not name rank 2 for its done", errs[0])
+			}
+			for _, r := range []int{1, 2} {
+				if e := codes.As(errs[r]); e == nil || (e.Code != codes.JobEnded && e.Code != codes.ProtocolViolation) {
+					t.Fatalf("rank %d: %v, want the job ended", r, errs[r])
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,89 @@
+package elastic
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// wqF is testdata/wq.star's f.
+func wqF(x int) int { return (x*x*31 + 7) % 100003 }
+
+var (
+	wqItemRE  = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] item (\d+) (\d+)$`)
+	lossSaid  = regexp.MustCompile(`generation \d+: rank \d+ \(slot \d+ on [^)]*\) lost`)
+	wqStatsRE = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] stats items=(\d+) published=(\d+) executed=(\d+) duplicates=(\d+) generations=(\d+) ranks=(\d+)$`)
+)
+
+// wqOracle checks a run of testdata/wq.star of n items from its output
+// alone: every id published once with f(id), published = items,
+// executed ≥ items, duplicates = executed − published, and at least gens
+// generations in the log.
+func wqOracle(t *testing.T, out string, n, gens int) {
+	t.Helper()
+	seen := map[int]bool{}
+	for _, m := range wqItemRE.FindAllStringSubmatch(out, -1) {
+		id, _ := strconv.Atoi(m[1])
+		v, _ := strconv.Atoi(m[2])
+		if seen[id] {
+			t.Fatalf("item %d published twice\n%s", id, out)
+		}
+		seen[id] = true
+		if id < 0 || id >= n || v != wqF(id) {
+			t.Fatalf("item %d = %d, want f = %d", id, v, wqF(id))
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d items published, want %d\n%s", len(seen), n, out)
+	}
+	st := wqStatsRE.FindAllStringSubmatch(out, -1)
+	if len(st) != 1 {
+		t.Fatalf("%d stats lines, want 1\n%s", len(st), out)
+	}
+	v := make([]int, 6)
+	for i := range v {
+		v[i], _ = strconv.Atoi(st[0][i+1])
+	}
+	items, published, executed, duplicates, generations := v[0], v[1], v[2], v[3], v[4]
+	if items != n || published != n || executed < n || duplicates != executed-published || generations < gens {
+		t.Fatalf("stats items=%d published=%d executed=%d duplicates=%d generations=%d; want %d items all published, at least %d generations", items, published, executed, duplicates, generations, n, gens)
+	}
+}
+
+// TestWorkQueueScenarios: the four scenarios of the F446 study and a few
+// more, on a farm of 200 items in the work queue, each checked by the
+// oracle. With spares the job recovers in place; without, the program
+// shrinks (set_on_loss("return")). A rank dies as it gives its fifth
+// result (work-done-1, before the master has it), so its lease is leased
+// again.
+func TestWorkQueueScenarios(t *testing.T) {
+	prog := filepath.Join(root, "tests", "elastic", "testdata", "wq.star")
+	for _, tc := range []struct {
+		name, schedule string
+		spares         int
+		mode           string
+		gens           int
+	}{
+		{"no loss", "", 0, "inplace", 1},
+		{"multi-worker loss", "0:2@work-done-1", 0, "shrink", 2},
+		{"original-root loss", "0:0@work-done-1", 0, "shrink", 2},
+		{"the buddy's loss", "0:1@work-done-1", 0, "shrink", 2},
+		{"warm-spare promotion", "0:2@work-done-1", 2, "inplace", 2},
+		{"root replaced by a spare", "0:0@work-done-1", 2, "inplace", 2},
+		{"continuous", "0:2@work-done-1,1:3@work-done-1", 2, "inplace", 3},
+		{"two losses", "0:2@work-done-1,0:5@work-done-1,1:5@work-done-1", 0, "shrink", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := run(t, tc.schedule, "-n", "8", "--spares", fmt.Sprint(tc.spares), "--silence", "1000", prog, "200", tc.mode)
+			if r.Code != 0 {
+				t.Fatalf("exit %d\n%v", r.Code, r)
+			}
+			wqOracle(t, r.Stdout, 200, tc.gens)
+			if tc.schedule != "" && !lossSaid.MatchString(r.Stderr) {
+				t.Fatalf("no generation said a rank was lost\n%v", r)
+			}
+		})
+	}
+}
