@@ -144,6 +144,11 @@ func TestShrink(t *testing.T) {
 	if err := comms[0].Barrier(ctx); codes.Of(err) != codes.Revoked {
 		t.Fatalf("the old communicator after shrink: %v, want H1626", err)
 	}
+	// Shrinking the old one again would agree in a generation the others
+	// have left (its frames dropped): it is refused at once.
+	if _, err := comms[0].Shrink(ctx); codes.Of(err) != codes.Finished || !strings.Contains(err.Error(), "generation 0, which the job has left") {
+		t.Fatalf("a second shrink of the old communicator: %v, want H1617", err)
+	}
 }
 
 // TestAgreeAgainstShrink: after a loss, rank 0 calls agree while ranks 1
