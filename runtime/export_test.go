@@ -109,3 +109,13 @@ func ForgeDoneForTest(ctx context.Context, w *WorkQueue, id int, gen uint32, lea
 	w.held, w.asked = nil, true
 	return nil
 }
+
+// RequestForTest sends w's master a request for a task, held one or not.
+// Test only.
+func RequestForTest(ctx context.Context, w *WorkQueue) error {
+	if err := w.request(ctx, []byte{'R'}); err != nil {
+		return err
+	}
+	w.held, w.asked = nil, true
+	return nil
+}

@@ -630,10 +630,16 @@ func (w *WorkQueue) Stats() WorkStats {
 func (w *WorkQueue) master(ctx context.Context) error {
 	gen := w.c.inc
 	var next uint64 // leases made in this generation
-	leases := map[int]struct {
-		n      uint64
-		holder int
-	}{}
+	// What an honest rank may send: a done of the one lease it holds
+	// (holds: its item and lease number), else a request; nothing while
+	// it waits for a reply (asked) or after it was told the end.
+	type lease struct {
+		id int
+		n  uint64
+	}
+	holds := map[int]lease{}
+	asked := map[int]bool{}
+	ended := map[int]bool{}
 	var pending []int
 	w.mu.Lock()
 	for id := range w.items {
@@ -658,16 +664,14 @@ func (w *WorkQueue) master(ctx context.Context) error {
 			id := pending[0]
 			pending = pending[1:]
 			next++
-			leases[id] = struct {
-				n      uint64
-				holder int
-			}{next, to}
+			holds[to], asked[to] = lease{id, next}, false
 			b := []byte{'L'}
 			b = binary.BigEndian.AppendUint32(b, gen)
 			b = binary.BigEndian.AppendUint64(b, next)
 			return send(to, binary.BigEndian.AppendUint32(b, uint32(id)))
 		case published == len(w.items):
 			told++
+			ended[to], asked[to] = true, false
 			return send(to, []byte{'E'})
 		}
 		parked = append(parked, to)
@@ -717,20 +721,29 @@ func (w *WorkQueue) master(ctx context.Context) error {
 			return ctx.Err()
 		}
 		b, from := req.b, req.from
+		if asked[from] || ended[from] {
+			return w.liar(from, "a message while it waits for a reply or after the end")
+		}
+		held, holding := holds[from]
 		switch {
 		case len(b) == 1 && b[0] == 'R':
+			if holding {
+				return w.liar(from, "a request while it holds item %d", held.id)
+			}
 		case len(b) >= 17 && b[0] == 'D':
 			f := fence{binary.BigEndian.Uint32(b[1:]), binary.BigEndian.Uint64(b[5:])}
 			id := int(binary.BigEndian.Uint32(b[13:]))
-			l, held := leases[id]
-			if f.gen > gen || (f.gen == gen && f.lease > next) || id >= len(w.items) || (f.gen == gen && held && l.n == f.lease && l.holder != from) {
-				// A fence no master made, or another rank's lease.
+			if f.gen > gen || (f.gen == gen && (!holding || held != lease{id, f.lease})) || (f.gen < gen && holding) || id >= len(w.items) {
+				// A fence no master made, another rank's lease, or one
+				// it gave already.
 				return w.liar(from, "a done of item %d with fence (%d, %d), which no master gave it (generation %d, %d leases)", id, f.gen, f.lease, gen, next)
 			}
+			// A fence of an earlier generation is stale: its execution
+			// is counted, never published.
 			rec := wqRecord{kind: 'X', f: f, id: id, slot: w.q.worldSlot(from), sum: sha256.Sum256(b[17:])}
-			if f.gen == gen && held && l.n == f.lease {
+			if f.gen == gen {
 				rec.kind, rec.result = 'P', append([]byte{}, b[17:]...)
-				delete(leases, id)
+				delete(holds, from)
 			}
 			if err := w.logRecord(ctx, rec); err != nil {
 				return err
@@ -741,6 +754,7 @@ func (w *WorkQueue) master(ctx context.Context) error {
 		default:
 			return w.liar(from, "a request of %d bytes that is no request or done", len(b))
 		}
+		asked[from] = true
 		if err := reply(from); err != nil {
 			return err
 		}

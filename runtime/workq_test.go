@@ -169,12 +169,14 @@ func TestWorkQueueBadCalls(t *testing.T) {
 // naming it, and nothing is published for it.
 func TestWorkQueueForgedDone(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		lease  uint64 // 0: the liar's own held lease's number + 1000
-		future bool   // a generation after the current one
+		name string
+		lie  string // "lease": a lease number never made; "gen": a later generation; "twice": its done twice; "request": a request while it holds a task
+		says string
 	}{
-		{"a lease never made", 0, false},
-		{"a later generation", 1, true},
+		{"a lease never made", "lease", "which no master gave it"},
+		{"a later generation", "gen", "which no master gave it"},
+		{"the same done twice", "twice", "which no master gave it"},
+		{"a request while it holds a task", "request", "a request while it holds item"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
@@ -200,15 +202,23 @@ func TestWorkQueueForgedDone(t *testing.T) {
 					if c.Rank() == 2 {
 						close(liarHasOne)
 						gen, lease := runtime.TaskFenceForTest(task)
-						if tc.future {
-							gen++
-						} else {
-							lease += 1000
+						var err error
+						switch tc.lie {
+						case "lease":
+							err = runtime.ForgeDoneForTest(ctx, w, task.ID, gen, lease+1000, []byte("forged"))
+						case "gen":
+							err = runtime.ForgeDoneForTest(ctx, w, task.ID, gen+1, lease, []byte("forged"))
+						case "twice":
+							if err = w.Done(ctx, task, []byte("ok")); err == nil {
+								err = runtime.ForgeDoneForTest(ctx, w, task.ID, gen, lease, []byte("again"))
+							}
+						case "request":
+							err = runtime.RequestForTest(ctx, w)
 						}
-						if err := runtime.ForgeDoneForTest(ctx, w, task.ID, gen, lease, []byte("forged")); err != nil {
+						if err != nil {
 							return err
 						}
-						_, _, err := w.Next(ctx)
+						_, err = c.Recv(ctx, 0, 99) // nothing sends it: the job's end
 						return err
 					}
 					if err := w.Done(ctx, task, []byte("ok")); err != nil {
@@ -217,7 +227,7 @@ func TestWorkQueueForgedDone(t *testing.T) {
 				}
 			})
 			wantCode(t, "rank 0, the master", errs[0], codes.ProtocolViolation)
-			if !strings.Contains(errs[0].Error(), "protocol violation by rank 2") || !strings.Contains(errs[0].Error(), "which no master gave it") {
+			if !strings.Contains(errs[0].Error(), "protocol violation by rank 2") || !strings.Contains(errs[0].Error(), tc.says) {
 				t.Fatalf("rank 0: %q does not name rank 2 for its done", errs[0])
 			}
 			for _, r := range []int{1, 2} {
