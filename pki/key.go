@@ -24,8 +24,8 @@ import (
 //
 // SignatureSize bytes in all. It is valid only when its length is exactly
 // SignatureSize and both halves verify over the same M; Verify always
-// checks both. Domains are 1 to 255 bytes; the project's are DomainToken
-// and DomainCommit.
+// checks both. Domains are 1 to 255 bytes; the project's are DomainToken,
+// DomainCommit and DomainWorkLog.
 //
 // A public key is encoded as the packed ML-DSA-44 public key (1312 bytes)
 // followed by the 32-byte Ed25519 public key. A private key is encoded as the
@@ -43,8 +43,9 @@ const (
 // The domains of the composite signatures of the project. A signature made
 // in one domain never verifies in another.
 const (
-	DomainToken  = "sperli token v1"  // join tokens (SPEC §4.3)
-	DomainCommit = "sperli commit v1" // checkpoint COMMITs (SPEC §9.3)
+	DomainToken   = "sperli token v1"    // join tokens (SPEC §4.3)
+	DomainCommit  = "sperli commit v1"   // checkpoint COMMITs (SPEC §9.3)
+	DomainWorkLog = "sperli work log v1" // a work queue's log under --checkpoint-dir (SPEC §19)
 )
 
 const (

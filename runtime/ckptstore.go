@@ -102,7 +102,13 @@ type tmpFile struct {
 
 // create starts writing epoch e's file name.
 func (s *ckptStore) create(e uint64, name string) (*tmpFile, error) {
-	final := filepath.Join(epochName(e), name)
+	return s.createIn(epochName(e), name)
+}
+
+// createIn starts writing the file name of directory dir (made by
+// mkEpoch, or mkDir).
+func (s *ckptStore) createIn(dir, name string) (*tmpFile, error) {
+	final := filepath.Join(dir, name)
 	var b [8]byte
 	for try := 0; ; try++ {
 		rand.Read(b[:])
@@ -177,7 +183,20 @@ func (s *ckptStore) syncDir(name string) error {
 // read returns epoch e's file name; a link out of the directory, or
 // anything but a regular file, reads as an error.
 func (s *ckptStore) read(e uint64, name string) ([]byte, error) {
-	p := filepath.Join(epochName(e), name)
+	return s.readIn(epochName(e), name)
+}
+
+// mkDir makes the directory dir of the store (or finds it), a real one.
+func (s *ckptStore) mkDir(dir string) error {
+	if err := s.root.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fixPath(err, s.path)
+	}
+	return fixPath(realDir(s.root, dir), s.path)
+}
+
+// readIn returns the file name of directory dir, as read does.
+func (s *ckptStore) readIn(dir, name string) ([]byte, error) {
+	p := filepath.Join(dir, name)
 	fi, err := s.root.Lstat(p)
 	if err != nil {
 		return nil, err

@@ -247,18 +247,32 @@ func (c *Comm) WorkQueue(ctx context.Context, name string, items [][]byte) (*Wor
 	if err != nil {
 		return nil, err
 	}
-	all, err := q.Allgather(ctx, sum[:])
+	w := &WorkQueue{c: c, q: q, name: name, items: items, mu: &c.links.wqMu}
+	// Rank 0 reads the log a restarted job left; whether it could goes
+	// with the items' SHA-256, so that every rank ends alike.
+	disk, diskErr := w.readDisk(sum)
+	mine := binary.BigEndian.AppendUint16(sum[:], uint16(codes.Of(diskErr)))
+	all, err := q.Allgather(ctx, mine)
 	if err != nil {
 		return nil, err
 	}
+	const part = 34
 	for r := 0; r < q.Size(); r++ {
-		if !bytes.Equal(all[32*r:32*r+32], sum[:]) {
+		if !bytes.Equal(all[part*r:part*r+32], sum[:]) {
 			return nil, &codes.Error{Code: codes.CollectiveMismatch, Op: "work_queue", Rank: r,
 				Msg: fmt.Sprintf("work_queue %q: rank %d's items differ from rank %d's (their SHA-256)", name, r, c.Rank())}
 		}
 	}
-	w := &WorkQueue{c: c, q: q, name: name, items: items, mu: &c.links.wqMu}
-	if err := w.sync(ctx, sum); err != nil {
+	if diskErr != nil {
+		return nil, diskErr
+	}
+	if code := codes.Code(binary.BigEndian.Uint16(all[32:])); code != 0 {
+		if !code.Valid() {
+			return nil, violation(q.worldRank(0), "work_queue %q: a start with code %d", name, code)
+		}
+		return nil, &codes.Error{Code: code, Op: "work_queue", Rank: 0, Msg: fmt.Sprintf("work_queue %q: rank 0 could not take the queue's log under the checkpoint directory (its error says why)", name)}
+	}
+	if err := w.sync(ctx, sum, disk); err != nil {
 		return nil, err
 	}
 	serve := func(fn func(context.Context) error) {
@@ -292,11 +306,22 @@ const maxWorkExtras = (wire.MaxPayload - 64) / (wqRecordHead)
 // others log none); that rank sends its log to all. Then the executions
 // the others know and it does not (a worker's done that its master did
 // not log before it was lost) are gathered and sent to all.
-func (w *WorkQueue) sync(ctx context.Context, sum [32]byte) error {
+func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
 	w.mu.Lock()
 	old := w.c.links.queues[w.name]
 	if old == nil || old.sum != sum {
 		old = newWQLog(sum)
+	}
+	if disk != nil {
+		// A restarted job: its log is the one on disk (and what this
+		// process knows beyond it).
+		for _, r := range old.pub {
+			disk.add(r)
+		}
+		for _, r := range old.recs {
+			disk.add(r)
+		}
+		old = disk
 	}
 	mine := old.encode()
 	pub := len(old.pub)
@@ -651,6 +676,17 @@ func (w *WorkQueue) master(ctx context.Context) error {
 	w.mu.Unlock()
 	var parked []int
 	told := 0
+	// The log under the checkpoint directory, written on a goroutine of
+	// its own; the queue ends when it is written whole.
+	var wr *wqWriter
+	if w.diskOn() {
+		wr = w.startWriter()
+		defer func() {
+			if wr != nil {
+				wr.finish()
+			}
+		}()
+	}
 	send := func(to int, b []byte) error {
 		if to == 0 {
 			w.local <- b // rank 0 has one request out at most: never blocks
@@ -751,6 +787,9 @@ func (w *WorkQueue) master(ctx context.Context) error {
 			if rec.kind == 'P' {
 				published++
 			}
+			if wr != nil {
+				wr.add(rec)
+			}
 		default:
 			return w.liar(from, "a request of %d bytes that is no request or done", len(b))
 		}
@@ -765,6 +804,13 @@ func (w *WorkQueue) master(ctx context.Context) error {
 				}
 			}
 			parked = nil
+		}
+	}
+	if wr != nil {
+		err := wr.finish()
+		wr = nil
+		if err != nil {
+			return err
 		}
 	}
 	if w.q.Size() > 1 {

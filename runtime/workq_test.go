@@ -3,6 +3,8 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -236,5 +238,40 @@ func TestWorkQueueForgedDone(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWorkQueueLogOnDisk: under a checkpoint directory the master writes
+// the queue's log, signed (tests/elastic TestWorkQueueRestart resumes from
+// it); a log whose bytes were changed is H1620 at the start on every rank,
+// rank 0's naming the file.
+func TestWorkQueueLogOnDisk(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 2)
+	f.spec.CheckpointDir = t.TempDir()
+	comms := f.initAll(ctx)
+	items := wqItems(40)
+	for _, err := range each(comms, func(c *runtime.Comm) error { _, _, _, err := farm(ctx, c, items); return err }) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(f.spec.CheckpointDir, "*", "queues", "*.wq"))
+	if len(logs) != 1 {
+		t.Fatalf("%d logs written, want 1", len(logs))
+	}
+	b, err := os.ReadFile(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(logs[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errs := each(comms, func(c *runtime.Comm) error { _, err := c.WorkQueue(ctx, "farm", items); return err })
+	wantCode(t, "rank 0", errs[0], codes.CommitSignature)
+	wantCode(t, "rank 1", errs[1], codes.CommitSignature)
+	if !strings.Contains(errs[0].Error(), "does not verify") || !strings.Contains(errs[0].Error(), filepath.Base(logs[0])) {
+		t.Fatalf("rank 0: %q does not name the log and its signature", errs[0])
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -85,5 +86,25 @@ func TestWorkQueueScenarios(t *testing.T) {
 				t.Fatalf("no generation said a rank was lost\n%v", r)
 			}
 		})
+	}
+}
+
+// TestWorkQueueRestart: without spares a loss ends the job and the
+// launcher restarts it (--checkpoint-dir); the queue resumes from the log
+// its master wrote there: records of both incarnations in the log, every
+// item published once.
+func TestWorkQueueRestart(t *testing.T) {
+	prog := filepath.Join(root, "tests", "elastic", "testdata", "wq.star")
+	r, work := run(t, "0:2@work-done-8", "-n", "8", "--silence", "1000", "--checkpoint-dir", "ckpt", prog, "200", "inplace")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%v", r.Code, r)
+	}
+	if !strings.Contains(r.Stderr, "restart 1 of") {
+		t.Fatalf("the job was not restarted\n%v", r)
+	}
+	wqOracle(t, r.Stdout, 200, 2)
+	logs, _ := filepath.Glob(filepath.Join(work, "ckpt", "*", "queues", "*.wq"))
+	if len(logs) != 1 {
+		t.Fatalf("%d queue logs under the checkpoint directory, want 1", len(logs))
 	}
 }
