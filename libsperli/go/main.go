@@ -91,6 +91,7 @@ type session struct {
 	comms      []*runtime.Comm // by sperli.c's index
 	result     []byte          // the kept result of the last call that made data
 	ops        []openOp        // open operations by slot index (sperli.c's table)
+	queues     []*cqueue       // work queues by sperli.c's index (workq.go)
 }
 
 // openOp is an open operation and the communicator that started it.

@@ -1059,6 +1059,96 @@ int sperli_slot(sperli_t comm, int *slot);
 int sperli_layout(sperli_t comm, int *slots, size_t cap, size_t *n);
 
 /* ------------------------------------------------------------------------
+ * Work queues (SPEC §19; docs/workqueue.md): a farm whose every item is
+ * published once whatever is lost, proved by its log. The same queue as
+ * Starlark's comm.work_queue and Go's Comm.WorkQueue: ranks of all three
+ * share one.
+ */
+
+/* A work queue's handle: a number, never given twice in a process. It
+ * belongs to the generation it was started in: after SPERLI_E_RECOVERED
+ * (or a shrink or grow) it is SPERLI_E_HANDLE — start the queue again, with
+ * the same name and items, and it goes on from its log. */
+typedef int64_t sperli_work;
+
+/* A queue's statistics, from its log (docs/workqueue.md). */
+typedef struct {
+    int64_t items;       /* the queue's items */
+    int64_t published;   /* items published (all of them at the end) */
+    int64_t executed;    /* executions the log knows */
+    int64_t duplicates;  /* executed - published */
+    int64_t generations; /* generations with an execution in the log */
+} sperli_work_statistics;
+
+#define SPERLI_MAX_WORK_ITEMS 16777216            /* items of one queue */
+#define SPERLI_MAX_WORK_NAME 255                  /* bytes of a queue's name */
+#define SPERLI_MAX_WORK_RESULT (16777216 - 64)    /* bytes of one result */
+
+/*
+ * sperli_work_start — collective on comm: starts the queue name of the n
+ * items (items[i] of lens[i] bytes), the same name and items on every rank
+ * (else 1613 on every rank). Rank 0 of comm is its master. A queue of that
+ * name this process ran before (an earlier generation, the communicator a
+ * shrink replaced) or that a restarted job left under --checkpoint-dir
+ * goes on from its log.
+ *
+ * comm     the session, or a communicator made by sperli_split.
+ * name     the queue's name, a string of at most SPERLI_MAX_WORK_NAME bytes.
+ * items    n pointers (one may be NULL when its length is 0).
+ * lens     n lengths, each at most SPERLI_MAX_MESSAGE.
+ * n        1 … SPERLI_MAX_WORK_ITEMS.
+ * wq       where the queue's handle is written.
+ *
+ * Returns 0, SPERLI_E_NULL (name, items, lens or wq NULL; items[i] NULL
+ * with lens[i] > 0), SPERLI_E_LENGTH (a name or an item too long),
+ * SPERLI_E_COUNT (n 0 or over the limit), 1613 (items that differ between
+ * ranks), 1620 (a log under the checkpoint directory that does not verify),
+ * 1625 (one that cannot be read), the job's end codes.
+ */
+int sperli_work_start(sperli_t comm, const char *name, const void *const *items,
+                      const size_t *lens, size_t n, sperli_work *wq);
+
+/*
+ * sperli_work_next — leases this rank its next task: *id is the task's
+ * item (its index), and the item's bytes are the session's result (its
+ * length in *len; sperli_result copies it). Once every item is published
+ * the queue has ended on every rank: *id is -1 and *len 0.
+ *
+ * Returns 0, SPERLI_E_HANDLE (wq is no queue of this generation),
+ * SPERLI_E_NULL (id or len NULL), SPERLI_E_OPERATION (this rank holds a
+ * task not done yet), the job's end codes (1611 or 1626 in a session that
+ * manages its losses: revoke, shrink and start the queue again).
+ */
+int sperli_work_next(sperli_work wq, int64_t *id, size_t *len);
+
+/*
+ * sperli_work_done — gives the result of task id, which this rank holds.
+ *
+ * Returns 0, SPERLI_E_HANDLE, SPERLI_E_OPERATION (id is not the task this
+ * rank holds), SPERLI_E_NULL (result NULL with len > 0), SPERLI_E_LENGTH
+ * (len over SPERLI_MAX_WORK_RESULT), the job's end codes.
+ */
+int sperli_work_done(sperli_work wq, int64_t id, const void *result, size_t len);
+
+/*
+ * sperli_work_result — once the queue has ended (sperli_work_next gave -1),
+ * item id's result becomes the session's result (its length in *len;
+ * sperli_result copies it), the same on every rank.
+ *
+ * Returns 0, SPERLI_E_HANDLE, SPERLI_E_NULL (len NULL), SPERLI_E_OPERATION
+ * (the queue has not ended), SPERLI_E_COUNT (id not an item).
+ */
+int sperli_work_result(sperli_work wq, int64_t id, size_t *len);
+
+/*
+ * sperli_work_stats — the queue's statistics from its log as this rank
+ * holds it (after the end: the whole log, the same on every rank).
+ *
+ * Returns 0, SPERLI_E_HANDLE, SPERLI_E_NULL (st NULL).
+ */
+int sperli_work_stats(sperli_work wq, sperli_work_statistics *st);
+
+/* ------------------------------------------------------------------------
  * Failure detection, abort, finish (SPEC §7)
  */
 

@@ -320,8 +320,11 @@ static void moved(void) {
     nopen = 0;
 }
 
+static size_t nworks;
+
 static void end_session(void) {
     open_session = 0;
+    nworks = 0;
     s_loss_return = 0;
     ncomms = 0;
     s_result_len = 0;
@@ -1237,5 +1240,146 @@ int sperli_exit(sperli_t session, int code, int *status) {
     if (st != 0 && st != 1 && st != 75) broken("exit status", st);
     end_session();
     *status = st;
+    return leave(0);
+}
+
+/* ------------------------------------------------------------------------
+ * Work queues (SPEC §19). The table's index is the Go layer's; a queue
+ * belongs to the generation it was started in (s_inc then), and the table
+ * is emptied when a later queue is started in another generation or the
+ * session ends (the Go layer follows the index it is given).
+ */
+
+struct work {
+    sperli_work h;
+    long ci;       /* its communicator */
+    uint32_t inc;  /* the generation it was started in */
+    int64_t n;     /* items */
+    int64_t held;  /* the task this rank holds, or -1 */
+    int ended;     /* sperli_work_next gave -1 */
+};
+static struct work *works;
+static size_t capworks;
+static sperli_work last_work; /* handles are never reused */
+
+static int check_work(sperli_work h, const char *fn, struct work **w) {
+    for (size_t i = 0; i < nworks; i++)
+        if (works[i].h == h) {
+            if (works[i].inc != s_inc || open_session == 0)
+                return fail(SPERLI_E_HANDLE, fn, "work queue %lld was started in generation %u; the session is in generation %u now (start it again: it goes on from its log)",
+                            (long long)h, works[i].inc, s_inc);
+            *w = &works[i];
+            return 0;
+        }
+    return fail(SPERLI_E_HANDLE, fn, "%lld is no work queue of this session", (long long)h);
+}
+
+int sperli_work_start(sperli_t comm, const char *name, const void *const *items,
+                      const size_t *lens, size_t n, sperli_work *wq) {
+    static const char fn[] = "sperli_work_start";
+    int rc;
+    long ci;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_comm(comm, fn, &ci)) || (rc = check_null(name, fn, "name")) ||
+        (rc = check_null(items, fn, "items")) || (rc = check_null(lens, fn, "lens")))
+        return leave(rc);
+    size_t nl = strnlen(name, SPERLI_MAX_WORK_NAME + 1);
+    if (nl > SPERLI_MAX_WORK_NAME)
+        return leave(fail(SPERLI_E_LENGTH, fn, "name is longer than %d bytes", SPERLI_MAX_WORK_NAME));
+    if (n == 0 || n > SPERLI_MAX_WORK_ITEMS)
+        return leave(fail(SPERLI_E_COUNT, fn, "%zu items, want 1 … %d", n, SPERLI_MAX_WORK_ITEMS));
+    for (size_t i = 0; i < n; i++) {
+        if (items[i] == NULL && lens[i] > 0)
+            return leave(fail(SPERLI_E_NULL, fn, "items[%zu] is NULL with a length of %zu bytes", i, lens[i]));
+        if (lens[i] > SPERLI_MAX_MESSAGE)
+            return leave(fail(SPERLI_E_LENGTH, fn, "items[%zu] is %zu bytes, at most %d", i, lens[i], SPERLI_MAX_MESSAGE));
+    }
+    if ((rc = check_null(wq, fn, "wq"))) return leave(rc);
+    if (nworks > 0 && works[0].inc != s_inc) nworks = 0; /* another generation's */
+    if (nworks == capworks) {
+        size_t cap = capworks ? capworks * 2 : 8;
+        struct work *p = realloc(works, cap * sizeof *p);
+        if (p == NULL) broken("no memory for the table of work queues", 0);
+        works = p;
+        capworks = cap;
+    }
+    DONE;
+    sperligo_work_start((int)ci, (long)nworks, (char *)name, (void **)items, (size_t *)lens, n, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    if (rc == 0) {
+        works[nworks] = (struct work){++last_work, ci, s_inc, (int64_t)n, -1, 0};
+        *wq = works[nworks++].h;
+    }
+    return leave(rc);
+}
+
+int sperli_work_next(sperli_work wq, int64_t *id, size_t *len) {
+    static const char fn[] = "sperli_work_next";
+    int rc;
+    struct work *w;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_work(wq, fn, &w)) || (rc = check_null(id, fn, "id")) || (rc = check_null(len, fn, "len")))
+        return leave(rc);
+    if (w->held >= 0)
+        return leave(fail(SPERLI_E_OPERATION, fn, "task %lld is not done: give its result (sperli_work_done) first", (long long)w->held));
+    if (w->ended) {
+        *id = -1;
+        return leave(made(0, 0, len));
+    }
+    int64_t got = -1;
+    size_t n = 0;
+    DONE;
+    sperligo_work_next((long)(w - works), &got, &n, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    if (rc == 0) {
+        if (got < 0) w->ended = 1;
+        else w->held = got;
+        *id = got;
+    }
+    return leave(made(rc, n, len));
+}
+
+int sperli_work_done(sperli_work wq, int64_t id, const void *result, size_t len) {
+    static const char fn[] = "sperli_work_done";
+    int rc;
+    struct work *w;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_work(wq, fn, &w))) return leave(rc);
+    if (w->held < 0 || id != w->held)
+        return leave(fail(SPERLI_E_OPERATION, fn, "task %lld is not the one this rank holds", (long long)id));
+    if ((rc = check_data(result, len, fn, "result"))) return leave(rc);
+    if (len > SPERLI_MAX_WORK_RESULT)
+        return leave(fail(SPERLI_E_LENGTH, fn, "a result of %zu bytes, at most %d", len, SPERLI_MAX_WORK_RESULT));
+    DONE;
+    sperligo_work_done((long)(w - works), (void *)result, len, &done);
+    rc = gone(sperligo_wait(&done), fn);
+    if (rc == 0) w->held = -1;
+    return leave(rc);
+}
+
+int sperli_work_result(sperli_work wq, int64_t id, size_t *len) {
+    static const char fn[] = "sperli_work_result";
+    int rc;
+    struct work *w;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_work(wq, fn, &w)) || (rc = check_null(len, fn, "len"))) return leave(rc);
+    if (!w->ended)
+        return leave(fail(SPERLI_E_OPERATION, fn, "the queue has not ended: take its tasks until sperli_work_next gives -1"));
+    if (id < 0 || id >= w->n)
+        return leave(fail(SPERLI_E_COUNT, fn, "item %lld, the queue has %lld", (long long)id, (long long)w->n));
+    size_t n = 0;
+    rc = gone(sperligo_work_result((long)(w - works), id, &n), fn);
+    return leave(made(rc, n, len));
+}
+
+int sperli_work_stats(sperli_work wq, sperli_work_statistics *st) {
+    static const char fn[] = "sperli_work_stats";
+    int rc;
+    struct work *w;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_work(wq, fn, &w)) || (rc = check_null(st, fn, "st"))) return leave(rc);
+    int64_t v[5];
+    sperligo_work_stats((long)(w - works), v);
+    *st = (sperli_work_statistics){v[0], v[1], v[2], v[3], v[4]};
     return leave(0);
 }

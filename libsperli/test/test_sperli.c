@@ -779,6 +779,72 @@ static void test_losses(sperli_t s) {
     EXPECT(sperli_shrink(s, &nc), SPERLI_E_MODE);
 }
 
+/* Work queues on a job of one rank: every argument checked, then a queue
+ * run to its end. */
+static void test_work(sperli_t s) {
+    const char *text[3] = {"a", "bb", ""};
+    const void *items[3] = {text[0], text[1], NULL};
+    size_t lens[3] = {1, 2, 0}, len = 77;
+    sperli_work wq = 77;
+    int64_t id = 77;
+    char name[300];
+    memset(name, 'q', sizeof name - 1);
+    name[sizeof name - 1] = 0;
+
+    EXPECT(sperli_work_start(s, NULL, items, lens, 3, &wq), SPERLI_E_NULL);
+    EXPECT(sperli_work_start(s, "q", NULL, lens, 3, &wq), SPERLI_E_NULL);
+    EXPECT(sperli_work_start(s, "q", items, NULL, 3, &wq), SPERLI_E_NULL);
+    EXPECT(sperli_work_start(s, name, items, lens, 3, &wq), SPERLI_E_LENGTH);
+    CHECK(starts(last(), "SPERLI_E_LENGTH: sperli_work_start: name is longer than 255 bytes"));
+    EXPECT(sperli_work_start(s, "q", items, lens, 0, &wq), SPERLI_E_COUNT);
+    EXPECT(sperli_work_start(s, "q", items, lens, (size_t)SPERLI_MAX_WORK_ITEMS + 1, &wq), SPERLI_E_COUNT);
+    lens[2] = 5; /* items[2] is NULL */
+    EXPECT(sperli_work_start(s, "q", items, lens, 3, &wq), SPERLI_E_NULL);
+    CHECK(starts(last(), "SPERLI_E_NULL: sperli_work_start: items[2] is NULL with a length of 5 bytes"));
+    lens[2] = (size_t)SPERLI_MAX_MESSAGE + 1;
+    items[2] = text[2];
+    EXPECT(sperli_work_start(s, "q", items, lens, 3, &wq), SPERLI_E_LENGTH);
+    lens[2] = 0;
+    EXPECT(sperli_work_start(s, "q", items, lens, 3, NULL), SPERLI_E_NULL);
+    CHECK(wq == 77);
+    EXPECT(sperli_work_next(77, &id, &len), SPERLI_E_HANDLE);
+    EXPECT(sperli_work_done(77, 0, "x", 1), SPERLI_E_HANDLE);
+    EXPECT(sperli_work_stats(77, NULL), SPERLI_E_HANDLE);
+
+    EXPECT(sperli_work_start(s, "q", items, lens, 3, &wq), 0);
+    EXPECT(sperli_work_next(wq, NULL, &len), SPERLI_E_NULL);
+    EXPECT(sperli_work_next(wq, &id, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_work_done(wq, 0, "x", 1), SPERLI_E_OPERATION); /* holds nothing */
+    int done = 0;
+    for (;;) {
+        EXPECT(sperli_work_next(wq, &id, &len), 0);
+        if (id < 0) break;
+        CHECK(id >= 0 && id < 3 && len == lens[id]);
+        EXPECT(sperli_work_next(wq, &id, &len), SPERLI_E_OPERATION);
+        EXPECT(sperli_work_done(wq, id + 1, "r", 1), SPERLI_E_OPERATION);
+        EXPECT(sperli_work_done(wq, id, NULL, 1), SPERLI_E_NULL);
+        EXPECT(sperli_work_done(wq, id, "r", (size_t)SPERLI_MAX_WORK_RESULT + 1), SPERLI_E_LENGTH);
+        EXPECT(sperli_work_result(wq, id, &len), SPERLI_E_OPERATION); /* not ended */
+        char r[8];
+        int k = snprintf(r, sizeof r, "r%d", (int)id);
+        EXPECT(sperli_work_done(wq, id, r, (size_t)k), 0);
+        done++;
+    }
+    CHECK(done == 3 && len == 0);
+    EXPECT(sperli_work_next(wq, &id, &len), 0); /* ended: -1 again */
+    CHECK(id == -1);
+    EXPECT(sperli_work_result(wq, 3, &len), SPERLI_E_COUNT);
+    EXPECT(sperli_work_result(wq, 1, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_work_result(wq, 1, &len), 0);
+    char got[8] = {0};
+    EXPECT(sperli_result(s, got, sizeof got, &len), 0);
+    CHECK(len == 2 && memcmp(got, "r1", 2) == 0);
+    sperli_work_statistics st;
+    EXPECT(sperli_work_stats(wq, NULL), SPERLI_E_NULL);
+    EXPECT(sperli_work_stats(wq, &st), 0);
+    CHECK(st.items == 3 && st.published == 3 && st.executed == 3 && st.duplicates == 0 && st.generations == 1);
+}
+
 static void test_session(const char *one, const char *ckpt, sperli_t *kept) {
     sperli_t s = 0, s2 = 77, kept_sub = 0;
     size_t n;
@@ -1078,6 +1144,7 @@ static void test_session(const char *one, const char *ckpt, sperli_t *kept) {
     EXPECT(sperli_split(s, 1, 0, &kept_sub), 0);
     test_comms(s, ckpt);
     test_losses(s);
+    test_work(s);
     test_fork(s, one);
 
     /* the end: every function refuses the finished session, and its

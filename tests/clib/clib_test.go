@@ -96,6 +96,7 @@ func build() error {
 		{"csum", "scripts/examples/csum.c"},
 		{"cpeer", "libsperli/test/cpeer.c"},
 		{"celastic", "libsperli/test/celastic.c"},
+		{"cwork", "libsperli/test/cwork.c"},
 	} {
 		steps = append(steps, []string{cc, "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", lib,
 			"-o", filepath.Join(bin, c.out), c.src, filepath.Join(lib, "libsperli.a"), "-lpthread"})
