@@ -64,6 +64,8 @@ fuzz:
 	done
 	@echo "recovery property: random programs under random losses"
 	PROPERTY_RUNS=$(PROPERTY_RUNS) PROPERTY_SEED=$(PROPERTY_SEED) $(GO) test -count=1 -timeout 60m -run '^TestRecoveryProperty$$' ./tests/elastic/
+	@echo "work queue property: random losses under the queue's oracle"
+	WQ_PROPERTY_RUNS=$(PROPERTY_RUNS) PROPERTY_SEED=$(PROPERTY_SEED) $(GO) test -count=1 -timeout 60m -run '^TestWorkQueueProperty$$' ./tests/elastic/
 	@echo "fuzz libsperli (C layer)"
 	LIBSPERLI_FUZZTIME=$(FUZZTIME) $(GO) test -count=1 -run '^TestFuzzLibsperli$$' -v ./tests/clib/
 

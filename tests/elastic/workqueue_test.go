@@ -2,6 +2,8 @@ package elastic
 
 import (
 	"fmt"
+	"math/rand"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -106,5 +108,67 @@ func TestWorkQueueRestart(t *testing.T) {
 	logs, _ := filepath.Glob(filepath.Join(work, "ckpt", "*", "queues", "*.wq"))
 	if len(logs) != 1 {
 		t.Fatalf("%d queue logs under the checkpoint directory, want 1", len(logs))
+	}
+}
+
+// TestWorkQueueProperty: the work queue under random losses — 4 to 8
+// ranks, with spares (in place) or without (the program shrinks), one to
+// three slots lost (rank 0 among them at times), each as it gives its
+// first to third result, or restarted by the launcher with a checkpoint
+// directory — checked by the same oracle. WQ_PROPERTY_RUNS sets the
+// number of runs (make fuzz runs more), PROPERTY_SEED the first seed.
+func TestWorkQueueProperty(t *testing.T) {
+	runs, first := 8, 1
+	for _, v := range []struct {
+		name string
+		to   *int
+	}{{"WQ_PROPERTY_RUNS", &runs}, {"PROPERTY_SEED", &first}} {
+		if s := os.Getenv(v.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				t.Fatalf("%s=%q: want a number 1 or more", v.name, s)
+			}
+			*v.to = n
+		}
+	}
+	prog := filepath.Join(root, "tests", "elastic", "testdata", "wq.star")
+	for seed := int64(first); seed < int64(first+runs); seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		n := 4 + rng.Intn(5)
+		spares := 0
+		mode := "shrink"
+		restart := false
+		switch rng.Intn(3) {
+		case 0:
+			spares, mode = 1+rng.Intn(2), "inplace"
+		case 1:
+			mode, restart = "inplace", true
+		}
+		lost := 1 + rng.Intn(3)
+		if restart || 2*lost >= n { // a majority must live (SPEC §10.2)
+			lost = 1
+		}
+		var sched []string
+		for _, s := range rng.Perm(n)[:lost] {
+			sched = append(sched, fmt.Sprintf("0:%d@work-done-%d", s, 1+rng.Intn(3)))
+		}
+		args := []string{"-n", fmt.Sprint(n), "--spares", fmt.Sprint(spares), "--silence", "1000"}
+		if restart {
+			args = append(args, "--checkpoint-dir", "ckpt")
+		}
+		if spares > 0 && lost > spares {
+			lost = spares // in place while spares last; the schedule may kill more, then the job ends
+		}
+		name := fmt.Sprintf("seed %d: %d ranks + %d spares, %s, restart %v, %s", seed, n, spares, mode, restart, strings.Join(sched, ","))
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r, _ := run(t, strings.Join(sched, ","), append(args, prog, "300", mode)...)
+			if spares > 0 && len(sched) > spares && r.Code == 75 {
+				return // more losses than spares and no checkpoint directory: the job ends (exit 75), as documented
+			}
+			if r.Code != 0 {
+				t.Fatalf("%s: exit %d\n%v", name, r.Code, r)
+			}
+			wqOracle(t, r.Stdout, 300, 1)
+		})
 	}
 }
