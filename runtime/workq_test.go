@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"sperli/codes"
@@ -183,7 +184,10 @@ func TestWorkQueueForgedDone(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			comms := newFixture(t, 3).initAll(ctx)
-			liarHasOne := make(chan struct{}) // the others wait for it: there must be a lease left for the liar
+			// The others wait until the liar has lied: the queue must not
+			// end before its master reads the lie.
+			liarHasOne := make(chan struct{})
+			release := sync.OnceFunc(func() { close(liarHasOne) })
 			errs := each(comms, func(c *runtime.Comm) error {
 				w, err := c.WorkQueue(ctx, "q", wqItems(50))
 				if err != nil {
@@ -202,7 +206,7 @@ func TestWorkQueueForgedDone(t *testing.T) {
 						return err
 					}
 					if c.Rank() == 2 {
-						close(liarHasOne)
+						defer release() // also when it fails before its lie
 						gen, lease := runtime.TaskFenceForTest(task)
 						var err error
 						switch tc.lie {
@@ -220,6 +224,7 @@ func TestWorkQueueForgedDone(t *testing.T) {
 						if err != nil {
 							return err
 						}
+						release()
 						_, err = c.Recv(ctx, 0, 99) // nothing sends it: the job's end
 						return err
 					}
