@@ -200,15 +200,17 @@ func (l *wqLog) stats(items int) WorkStats {
 // returns false on every rank and Results is the same on every rank.
 // One goroutine uses it.
 type WorkQueue struct {
-	c, q  *Comm
-	name  string
-	items [][]byte
-	log   *wqLog // this process's, shared with the master and buddy goroutines while they run
-	mu    *sync.Mutex
-	held  *Task
-	asked bool // a request (or a done) is out: the next reply is this rank's
-	dones int  // the results this rank gave
-	ended bool
+	c, q    *Comm
+	name    string
+	items   [][]byte
+	sum     [32]byte // of the name and the items
+	log     *wqLog   // this process's, shared with the master and buddy goroutines while they run
+	mu      *sync.Mutex
+	held    *Task
+	asked   bool // a request (or a done) is out: the next reply is this rank's
+	dones   int  // the results this rank gave
+	endSeen bool // the master's end came: Next goes on with finish
+	ended   bool
 	// This rank's master or buddy goroutine: closed at its end, with
 	// srvErr set; nil on the other ranks.
 	srvDone chan struct{}
@@ -247,7 +249,7 @@ func (c *Comm) WorkQueue(ctx context.Context, name string, items [][]byte) (*Wor
 	if err != nil {
 		return nil, err
 	}
-	w := &WorkQueue{c: c, q: q, name: name, items: items, mu: &c.links.wqMu}
+	w := &WorkQueue{c: c, q: q, name: name, items: items, sum: sum, mu: &c.links.wqMu}
 	// Rank 0 reads the log a restarted job left; whether it could goes
 	// with the items' SHA-256, so that every rank ends alike.
 	disk, diskErr := w.readDisk(sum)
@@ -268,7 +270,7 @@ func (c *Comm) WorkQueue(ctx context.Context, name string, items [][]byte) (*Wor
 	}
 	if code := codes.Code(binary.BigEndian.Uint16(all[32:])); code != 0 {
 		if !code.Valid() {
-			return nil, violation(q.worldRank(0), "work_queue %q: a start with code %d", name, code)
+			return nil, w.liar(0, "a start with code %d", code)
 		}
 		return nil, &codes.Error{Code: code, Op: "work_queue", Rank: 0, Msg: fmt.Sprintf("work_queue %q: rank 0 could not take the queue's log under the checkpoint directory (its error says why)", name)}
 	}
@@ -278,7 +280,7 @@ func (c *Comm) WorkQueue(ctx context.Context, name string, items [][]byte) (*Wor
 	serve := func(fn func(context.Context) error) {
 		w.srvDone = make(chan struct{})
 		go func() {
-			w.srvErr = w.lost(fn(ctx))
+			w.srvErr = w.serverEnd(fn(ctx))
 			close(w.srvDone)
 		}()
 	}
@@ -335,7 +337,7 @@ func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
 	for r := 0; r < w.q.Size(); r++ {
 		n, length := binary.BigEndian.Uint64(heads[16*r:]), binary.BigEndian.Uint64(heads[16*r+8:])
 		if length > maxWorkLog || n > uint64(len(w.items)) {
-			return violation(w.q.worldRank(r), "work_queue %q: a log of %d published items in %d bytes (%d items, at most %d bytes)", w.name, n, length, len(w.items), uint64(maxWorkLog))
+			return w.liar(r, "a log of %d published items in %d bytes (%d items, at most %d bytes)", n, length, len(w.items), uint64(maxWorkLog))
 		}
 		if n > best || r == 0 {
 			src, best, size = r, n, length
@@ -364,7 +366,7 @@ func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
 	for r := 0; r < w.q.Size(); r++ {
 		n := int(binary.BigEndian.Uint32(lens[4*r:]))
 		if n > maxWorkExtras*wqRecordHead {
-			return violation(w.q.worldRank(r), "work_queue %q: %d bytes of executions beyond the log", w.name, n)
+			return w.liar(r, "%d bytes of executions beyond the log", n)
 		}
 		longest = max(longest, n)
 	}
@@ -379,11 +381,11 @@ func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
 				n := int(binary.BigEndian.Uint32(lens[4*r:]))
 				recs, err := parseRecords(got[longest*r:longest*r+n], len(w.items), w.c.links.slots)
 				if err != nil {
-					return violation(w.q.worldRank(r), "work_queue %q: %v", w.name, err)
+					return w.liar(r, "%v", err)
 				}
 				for _, rec := range recs {
 					if rec.kind != 'X' {
-						return violation(w.q.worldRank(r), "work_queue %q: a published record beyond the log", w.name)
+						return w.liar(r, "a published record beyond the log")
 					}
 					merged = rec.append(merged)
 				}
@@ -394,7 +396,7 @@ func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
 		}
 		recs, err := parseRecords(merged, len(w.items), w.c.links.slots)
 		if err != nil {
-			return violation(w.q.worldRank(0), "work_queue %q: %v", w.name, err)
+			return w.liar(0, "%v", err)
 		}
 		for _, rec := range recs {
 			l.add(rec)
@@ -411,7 +413,7 @@ func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
 func (w *WorkQueue) logOf(b []byte, sum [32]byte, src int) (*wqLog, error) {
 	recs, err := parseRecords(b, len(w.items), w.c.links.slots)
 	if err != nil {
-		return nil, violation(w.q.worldRank(src), "work_queue %q: %v", w.name, err)
+		return nil, w.liar(src, "%v", err)
 	}
 	l := newWQLog(sum)
 	for _, rec := range recs {
@@ -426,8 +428,11 @@ func (w *WorkQueue) bcastLen(ctx context.Context, b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(n) != 8 || binary.BigEndian.Uint64(n) > maxWorkLog {
-		return nil, violation(w.q.worldRank(0), "work_queue %q: a log's length of %d bytes", w.name, len(n))
+	if len(n) != 8 {
+		return nil, w.liar(0, "a log's length in %d bytes", len(n))
+	}
+	if size := binary.BigEndian.Uint64(n); size > maxWorkLog {
+		return nil, w.liar(0, "a log of %d bytes, at most %d", size, uint64(maxWorkLog))
 	}
 	return w.bcastBytes(ctx, 0, b, binary.BigEndian.Uint64(n))
 }
@@ -448,7 +453,7 @@ func (w *WorkQueue) bcastBytes(ctx context.Context, root int, b []byte, size uin
 			return nil, err
 		}
 		if uint64(len(got)) != end-off {
-			return nil, violation(w.q.worldRank(root), "work_queue %q: a part of its log of %d bytes, want %d", w.name, len(got), end-off)
+			return nil, w.liar(root, "a part of its log of %d bytes, want %d", len(got), end-off)
 		}
 		out = append(out, got...)
 	}
@@ -463,6 +468,23 @@ func (w *WorkQueue) bcastBytes(ctx context.Context, root int, b []byte, size uin
 func (w *WorkQueue) Next(ctx context.Context) (t *Task, ok bool, err error) {
 	t, ok, err = w.next(ctx)
 	return t, ok, w.lost(err)
+}
+
+// serverEnd is the end of the master's or buddy's goroutine: a loss, a
+// revoke or the job's end is passed on (lost); any other error ends the
+// job, so that no rank waits for a server that has gone.
+func (w *WorkQueue) serverEnd(err error) error {
+	switch codes.Of(err) {
+	case 0:
+		if err != nil {
+			w.c.fail(err)
+		}
+		return err
+	case codes.PeerLost, codes.Revoked, codes.JobEnded, codes.Finished, codes.ProtocolViolation:
+		return w.lost(err)
+	}
+	w.c.fail(err)
+	return err
 }
 
 // lost passes err on. In a program that manages its losses, one of a
@@ -480,6 +502,9 @@ func (w *WorkQueue) lost(err error) error {
 func (w *WorkQueue) next(ctx context.Context) (t *Task, ok bool, err error) {
 	if w.ended {
 		return nil, false, nil
+	}
+	if w.endSeen { // the end came, and finish did not finish (a context's end)
+		return nil, false, w.finish(ctx)
 	}
 	if w.held != nil {
 		return nil, false, &codes.Error{Code: codes.OutOfRange, Op: "work_queue", Rank: -1,
@@ -501,14 +526,15 @@ func (w *WorkQueue) next(ctx context.Context) (t *Task, ok bool, err error) {
 		f := fence{binary.BigEndian.Uint32(b[1:]), binary.BigEndian.Uint64(b[5:])}
 		id := int(binary.BigEndian.Uint32(b[13:]))
 		if id >= len(w.items) {
-			return nil, false, violation(w.q.worldRank(0), "work_queue %q: a lease of item %d (%d items)", w.name, id, len(w.items))
+			return nil, false, w.liar(0, "a lease of item %d (%d items)", id, len(w.items))
 		}
 		w.held = &Task{ID: id, Data: w.items[id], f: f}
 		return w.held, true, nil
 	case len(b) == 1 && b[0] == 'E':
+		w.endSeen = true
 		return nil, false, w.finish(ctx)
 	}
-	return nil, false, violation(w.q.worldRank(0), "work_queue %q: a reply of %d bytes that is no lease or end", w.name, len(b))
+	return nil, false, w.liar(0, "a reply of %d bytes that is no lease or end", len(b))
 }
 
 // Done gives the result of t, a task this rank holds. A result over
@@ -614,7 +640,7 @@ func (w *WorkQueue) finish(ctx context.Context) error {
 	}
 	recs, err := parseRecords(all, len(w.items), w.c.links.slots)
 	if err != nil {
-		return violation(w.q.worldRank(0), "work_queue %q: %v", w.name, err)
+		return w.liar(0, "%v", err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -622,7 +648,7 @@ func (w *WorkQueue) finish(ctx context.Context) error {
 		w.log.add(r)
 	}
 	if len(w.log.pub) != len(w.items) {
-		return violation(w.q.worldRank(0), "work_queue %q: ended with %d of %d items published", w.name, len(w.log.pub), len(w.items))
+		return w.liar(0, "ended with %d of %d items published", len(w.log.pub), len(w.items))
 	}
 	w.ended = true
 	return nil
@@ -641,6 +667,21 @@ func (w *WorkQueue) Results() (map[int][]byte, error) {
 		out[id] = r.result
 	}
 	return out, nil
+}
+
+// Result is item id's result, once Next returned false.
+func (w *WorkQueue) Result(id int) ([]byte, error) {
+	if !w.ended {
+		return nil, &codes.Error{Code: codes.OutOfRange, Op: "work_queue", Rank: -1,
+			Msg: fmt.Sprintf("work_queue %q: a result before the queue ended (iterate it to the end first)", w.name)}
+	}
+	if id < 0 || id >= len(w.items) {
+		return nil, &codes.Error{Code: codes.OutOfRange, Op: "work_queue", Rank: -1,
+			Msg: fmt.Sprintf("work_queue %q: item %d, the queue has %d", w.name, id, len(w.items))}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.log.pub[id].result, nil
 }
 
 // Stats are the queue's statistics from its log as this rank holds it

@@ -43,8 +43,11 @@ type wqDisk struct {
 	prev []byte // the last chunk's signature
 }
 
+// diskName is the log file's name: of the queue's name and its items, so
+// that a queue of the same name and other items (a later call, another
+// communicator's) has its own.
 func (w *WorkQueue) diskName() string {
-	h := sha256.Sum256([]byte(w.name))
+	h := sha256.Sum256(append([]byte(w.name+"\x00"), w.sum[:]...))
 	return hex.EncodeToString(h[:8]) + ".wq"
 }
 
@@ -80,6 +83,10 @@ func (w *WorkQueue) writeDisk(d **wqDisk, fresh []byte) error {
 			return w.diskErr(err)
 		}
 		if err := st.mkDir("queues"); err != nil {
+			st.close()
+			return w.diskErr(err)
+		}
+		if err := st.syncDir("."); err != nil { // the new directory's entry
 			st.close()
 			return w.diskErr(err)
 		}
@@ -136,6 +143,7 @@ type wqWriter struct {
 	mu      sync.Mutex
 	pending []byte
 	count   int
+	failed  bool // the writer stopped at an error
 	kick    chan struct{}
 	end     chan struct{}
 	done    chan error
@@ -164,14 +172,22 @@ func (w *WorkQueue) startWriter() *wqWriter {
 				break
 			}
 		}
+		wr.mu.Lock()
+		wr.failed, wr.pending = err != nil, nil
+		wr.mu.Unlock()
 		wr.done <- err
 	}()
 	return wr
 }
 
-// add queues a record; every wqDiskEvery of them wake the writer.
+// add queues a record; every wqDiskEvery of them wake the writer. After
+// the writer's error nothing more is kept.
 func (wr *wqWriter) add(r wqRecord) {
 	wr.mu.Lock()
+	if wr.failed {
+		wr.mu.Unlock()
+		return
+	}
 	wr.pending = r.append(wr.pending)
 	wr.count++
 	wake := wr.count >= wqDiskEvery

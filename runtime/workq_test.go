@@ -265,6 +265,16 @@ func TestWorkQueueLogOnDisk(t *testing.T) {
 	if len(logs) != 1 {
 		t.Fatalf("%d logs written, want 1", len(logs))
 	}
+	// The same name with other items is another queue, with a log of its
+	// own.
+	for _, err := range each(comms, func(c *runtime.Comm) error { _, _, _, err := farm(ctx, c, wqItems(41)); return err }) {
+		if err != nil {
+			t.Fatalf("the same name with other items: %v", err)
+		}
+	}
+	if more, _ := filepath.Glob(filepath.Join(f.spec.CheckpointDir, "*", "queues", "*.wq")); len(more) != 2 {
+		t.Fatalf("%d logs written, want 2", len(more))
+	}
 	b, err := os.ReadFile(logs[0])
 	if err != nil {
 		t.Fatal(err)
@@ -278,5 +288,28 @@ func TestWorkQueueLogOnDisk(t *testing.T) {
 	wantCode(t, "rank 1", errs[1], codes.CommitSignature)
 	if !strings.Contains(errs[0].Error(), "does not verify") || !strings.Contains(errs[0].Error(), filepath.Base(logs[0])) {
 		t.Fatalf("rank 0: %q does not name the log and its signature", errs[0])
+	}
+}
+
+// TestWorkQueueLogUnwritable: a log that cannot be written under the
+// checkpoint directory (its directory is a file) ends the job with H1625
+// on every rank at the queue's end; no rank waits for ever.
+func TestWorkQueueLogUnwritable(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 3)
+	f.spec.CheckpointDir = t.TempDir()
+	comms := f.initAll(ctx)
+	if err := os.MkdirAll(filepath.Join(f.spec.CheckpointDir, comms[0].JobID()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.spec.CheckpointDir, comms[0].JobID(), "queues"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errs := each(comms, func(c *runtime.Comm) error { _, _, _, err := farm(ctx, c, wqItems(20)); return err })
+	for r, err := range errs {
+		e := codes.As(err)
+		if e == nil || (e.Code != codes.CheckpointStorage && (e.Cause == nil || e.Cause.Code != codes.CheckpointStorage)) {
+			t.Fatalf("rank %d: %v, want the job ended by H1625", r, err)
+		}
 	}
 }

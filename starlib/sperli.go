@@ -259,7 +259,8 @@ func attempt(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if pending := pendingErr(thread); err == nil && pending != nil {
 		err = pending // a work queue's iteration ended by it (failKey)
 	}
-	if outer != nil {
+	if outer != nil && !errors.Is(err, outer) {
+		// An error left before this call, and not the one it raised.
 		thread.SetLocal(failKey, outer)
 	}
 	if err != nil {

@@ -61,6 +61,21 @@ def main():
 	if got := strings.TrimSpace(outs[0]); got != "False H1616 False H1616" {
 		t.Fatalf("printed %q, want the iteration's H1616 from attempt, then from results", got)
 	}
+	// The loop's error caught by attempt around the queue's next call
+	// is raised once: the program then ends well.
+	later := dir + "/later.star"
+	writeFile(t, later, `
+def main():
+    wq = comm.work_queue("q", ["a"])
+    for task in wq:
+        pass
+    d = sperli.attempt(wq.results)
+    print(d.ok, d.code)
+`)
+	errs, outs = runJob(t, later, 1)
+	if errs[0] != nil || strings.TrimSpace(outs[0]) != "False H1616" {
+		t.Fatalf("error %v, printed %q: want the H1616 from attempt, and no error after", errs[0], outs[0])
+	}
 	uncaught := dir + "/uncaught.star"
 	writeFile(t, uncaught, `
 def main():

@@ -109,11 +109,11 @@ func sperligo_work_done(qi C.long, data unsafe.Pointer, n C.size_t, d *C.sperlig
 func sperligo_work_result(qi C.long, id C.int64_t, outlen *C.size_t) C.int {
 	defer guard()
 	s := need()
-	res, err := s.queue(qi).w.Results()
+	res, err := s.queue(qi).w.Result(int(id))
 	if err != nil {
 		return code(err)
 	}
-	return s.keep(append([]byte{}, res[int(id)]...), nil, outlen)
+	return s.keep(append([]byte{}, res...), nil, outlen)
 }
 
 // sperligo_work_stats writes the queue's statistics: items, published,

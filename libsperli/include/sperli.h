@@ -1117,7 +1117,9 @@ int sperli_work_start(sperli_t comm, const char *name, const void *const *items,
  * Returns 0, SPERLI_E_HANDLE (wq is no queue of this generation),
  * SPERLI_E_NULL (id or len NULL), SPERLI_E_OPERATION (this rank holds a
  * task not done yet), the job's end codes (1611 or 1626 in a session that
- * manages its losses: revoke, shrink and start the queue again).
+ * manages its losses: revoke, shrink and start the queue again; 1612 when
+ * the master ended the job, for example 1625: its log could not be
+ * written under the checkpoint directory).
  */
 int sperli_work_next(sperli_work wq, int64_t *id, size_t *len);
 
