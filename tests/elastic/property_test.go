@@ -241,12 +241,14 @@ func lastResult(out string) string {
 // had said bye.
 const afterFinish = "a generation whose ranks have begun to finish is not recovered in place"
 
-func TestRecoveryProperty(t *testing.T) {
-	runs, first := 24, 1
+// propertyRuns is how many runs a property test makes (the variable
+// runsVar, else def) and its first seed (PROPERTY_SEED, else 1).
+func propertyRuns(t *testing.T, runsVar string, def int) (runs, first int) {
+	runs, first = def, 1
 	for _, v := range []struct {
 		name string
 		to   *int
-	}{{"PROPERTY_RUNS", &runs}, {"PROPERTY_SEED", &first}} {
+	}{{runsVar, &runs}, {"PROPERTY_SEED", &first}} {
 		if s := os.Getenv(v.name); s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 1 {
@@ -255,6 +257,11 @@ func TestRecoveryProperty(t *testing.T) {
 			*v.to = n
 		}
 	}
+	return runs, first
+}
+
+func TestRecoveryProperty(t *testing.T) {
+	runs, first := propertyRuns(t, "PROPERTY_RUNS", 24)
 	for seed := int64(first); seed < int64(first+runs); seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		n := 3 + rng.Intn(3)

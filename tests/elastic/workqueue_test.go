@@ -3,7 +3,6 @@ package elastic
 import (
 	"fmt"
 	"math/rand"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -118,19 +117,7 @@ func TestWorkQueueRestart(t *testing.T) {
 // directory — checked by the same oracle. WQ_PROPERTY_RUNS sets the
 // number of runs (make fuzz runs more), PROPERTY_SEED the first seed.
 func TestWorkQueueProperty(t *testing.T) {
-	runs, first := 8, 1
-	for _, v := range []struct {
-		name string
-		to   *int
-	}{{"WQ_PROPERTY_RUNS", &runs}, {"PROPERTY_SEED", &first}} {
-		if s := os.Getenv(v.name); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				t.Fatalf("%s=%q: want a number 1 or more", v.name, s)
-			}
-			*v.to = n
-		}
-	}
+	runs, first := propertyRuns(t, "WQ_PROPERTY_RUNS", 8)
 	prog := filepath.Join(root, "tests", "elastic", "testdata", "wq.star")
 	for seed := int64(first); seed < int64(first+runs); seed++ {
 		rng := rand.New(rand.NewSource(seed))
