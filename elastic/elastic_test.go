@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
+
+	"sperli/codes"
 )
 
 func TestNext(t *testing.T) {
@@ -109,7 +112,8 @@ func FuzzLayout(f *testing.F) {
 func FuzzMsg(f *testing.F) {
 	l := Initial(3, 2)
 	v, _ := Layout{Gen: 1, Ranks: []int{0, 3, 2}, Spares: []int{4}, Lost: []int{1}, Slots: l.Slots}.MarshalBinary()
-	for _, m := range []Msg{{Kind: Prepare, Gen: 1, Ballot: 5, Failed: []int{1}}, {Kind: Decide, Gen: 1, Value: v}, {Kind: Promise, Gen: 2, Ballot: 9, Input: []byte{1}}} {
+	p := testKeys(0).Prove(0, 1, 5, v)
+	for _, m := range []Msg{{Kind: Prepare, Gen: 1, Ballot: 5, Failed: []int{1}}, {Kind: Decide, Gen: 1, Value: v, Proof: p}, {Kind: Confirm, Gen: 1, Value: v, Proof: p, Failed: []int{1}}, {Kind: Promise, Gen: 2, Ballot: 9, Input: []byte{1}}} {
 		b, _ := m.MarshalBinary()
 		f.Add(b)
 	}
@@ -124,6 +128,43 @@ func FuzzMsg(f *testing.F) {
 			t.Fatalf("round trip: %v", err)
 		}
 	})
+}
+
+// TestMsgProofDecoding: the proof field of an agree message as a liar
+// may send it — cut short, naming a slot outside the job, missing where
+// a decision needs one, present where none belongs — is refused before
+// use (H1627), and a good one decodes back.
+func TestMsgProofDecoding(t *testing.T) {
+	v, _ := Initial(3, 2).MarshalBinary()
+	good, _ := Msg{Kind: Confirm, Gen: 1, Value: v, Proof: testKeys(0).Prove(0, 1, 5, v)}.MarshalBinary()
+	var back Msg
+	if err := back.UnmarshalBinary(good, 5); err != nil || back.Proof == nil || back.Proof.Origin != 0 || back.Proof.Ballot != 5 || len(back.Proof.Sig) != 64 {
+		t.Fatalf("a good proof: %+v, %v", back.Proof, err)
+	}
+	noProof, _ := Msg{Kind: Decide, Gen: 1, Value: v}.MarshalBinary()
+	prepare, _ := Msg{Kind: Prepare, Gen: 1, Ballot: 5}.MarshalBinary()
+	withProof := append(append([]byte{}, prepare...), good[len(good)-proofLen:]...)
+	withProof[1] |= 8
+	outside := append([]byte{}, good...)
+	outside[len(outside)-proofLen] = 0x01 // origin 256 + …
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		says string
+	}{
+		{"proof cut short", good[:len(good)-10], "proof cut short"},
+		{"origin outside the job", outside, "proof by slot"},
+		{"decide without a proof", noProof, "proof false"},
+		{"prepare with a proof", withProof, "proof true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m Msg
+			err := m.UnmarshalBinary(tc.b, 5)
+			if codes.Of(err) != codes.ProtocolViolation || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("error %v, want H1627 saying %q", err, tc.says)
+			}
+		})
+	}
 }
 
 // sim is a network of slots running agreements: per-pair FIFO queues,
