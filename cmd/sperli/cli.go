@@ -66,7 +66,7 @@ func newRoot() *cobra.Command {
 	})
 	root.AddCommand(newRun(), newRank(), newJob(), newBench(), newCodes(), newVersion())
 	root.AddCommand(newBenchRanks()...)
-	root.AddCommand(newMan(), newTrace())
+	root.AddCommand(newMan(), newTrace(), newSpawn())
 	root.InitDefaultCompletionCmd()
 	root.InitDefaultHelpCmd()
 	for _, c := range root.Commands() {
