@@ -1,5 +1,6 @@
 // Package hosts reads Sperli's host list (SPEC §3), decides which hosts are
-// refused (SPEC §4.4) and builds the ssh command that starts a remote rank.
+// refused (SPEC §4.4) and builds the ssh command that starts a remote host's
+// agent, which starts that host's ranks (SPEC §18).
 //
 // It does no network I/O: nothing here resolves a name, dials or starts a
 // process. Every function is safe for concurrent use; a Refuser is never

@@ -54,6 +54,9 @@ type generations struct {
 	firstBad  time.Time // the first process of this incarnation that ended badly
 	restarted time.Time // firstBad of the incarnation before, when this one is a restart
 	started   map[int]bool
+	// unwritten is the record line of the incarnation's first generation
+	// while a remote slot's process id is not known (writeFirstLocked).
+	unwritten *recordLine
 }
 
 // recordLine is one line of the generation record, its keys in the order
@@ -76,6 +79,7 @@ type recordLine struct {
 func (g *generations) start(job string, inc uint32, n, spares int, procs []*rankProc) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.writeFirstLocked(true) // of the incarnation before, if it never was
 	g.job, g.spares, g.procs, g.gen = job, spares, procs, int(inc)
 	g.restarted, g.firstBad, g.started = g.firstBad, time.Time{}, map[int]bool{}
 	if inc == 0 {
@@ -96,7 +100,45 @@ func (g *generations) start(job string, inc uint32, n, spares int, procs []*rank
 	if inc > 0 {
 		cause = "restart"
 	}
-	g.writeLocked(g.ranks, sp, nil, cause)
+	g.unwritten = &recordLine{Gen: g.gen, Ranks: slices.Clone(g.ranks), Spares: sp, Cause: cause}
+	g.writeFirstLocked(false)
+}
+
+// pidKnown is told that a remote slot's process id came (its agent's
+// started frame): the first line may be written now.
+func (g *generations) pidKnown() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.writeFirstLocked(false)
+}
+
+// flushFirst writes the first line of the incarnation if it was not yet
+// (a remote slot's pid never came): at its end.
+func (g *generations) flushFirst() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.writeFirstLocked(true)
+}
+
+// writeFirstLocked writes the generation record's line of the
+// incarnation's first generation once every slot's process id is known
+// (a remote slot's comes with its agent's started frame) or the slot has
+// ended, or at once with force (a later generation is written, or the
+// incarnation ends).
+func (g *generations) writeFirstLocked(force bool) {
+	u := g.unwritten
+	if u == nil {
+		return
+	}
+	if g.record != nil && !force {
+		for _, p := range g.procs {
+			if p != nil && p.procID() == 0 && !isEnded(p) {
+				return
+			}
+		}
+	}
+	g.unwritten = nil
+	g.writeLocked(u.Gen, u.Ranks, u.Spares, nil, u.Cause)
 }
 
 // last is the newest generation said.
@@ -106,11 +148,11 @@ func (g *generations) last() int {
 	return g.gen
 }
 
-func (g *generations) writeLocked(ranks, spares, lost []int, cause string) {
+func (g *generations) writeLocked(gen int, ranks, spares, lost []int, cause string) {
 	if g.record == nil {
 		return
 	}
-	rec := recordLine{Job: g.job, Gen: g.gen, Size: len(ranks), Ranks: ranks, Spares: spares, Lost: lost,
+	rec := recordLine{Job: g.job, Gen: gen, Size: len(ranks), Ranks: ranks, Spares: spares, Lost: lost,
 		Hosts: map[string]any{}, Pids: map[string]any{}, Cause: cause, Prev: g.prev}
 	if rec.Spares == nil {
 		rec.Spares = []int{}
@@ -122,8 +164,8 @@ func (g *generations) writeLocked(ranks, spares, lost []int, cause string) {
 		if s < len(g.procs) && g.procs[s] != nil {
 			k := strconv.Itoa(s)
 			rec.Hosts[k] = g.procs[s].host
-			if pr := g.procs[s].cmd.Process; pr != nil {
-				rec.Pids[k] = pr.Pid
+			if pid := g.procs[s].procID(); pid != 0 {
+				rec.Pids[k] = pid
 			}
 		}
 	}
@@ -217,9 +259,9 @@ func (g *generations) recovers(p *rankProc) bool {
 	ws, _ := p.state.Sys().(syscall.WaitStatus)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	// Killed, or a remote rank whose ssh ended without a status record
-	// (the rank died there): a loss, which the job may survive.
-	died := ws.Signaled() || (p.status == nil && p.remote && p.state.ExitCode() == sshFailed)
+	// Killed, or a remote rank whose host's session ended before its end
+	// and status record were heard: a loss, which the job may survive.
+	died := ws.Signaled() || (p.status == nil && p.gone != "")
 	return (g.spares > 0 || g.returning) && died && !p.killed
 }
 
@@ -354,6 +396,7 @@ func (g *generations) procEnded(p *rankProc) {
 		return // no incarnation started
 	}
 	g.endedSeen[p.rank] = true
+	g.writeFirstLocked(false)
 	if g.held != nil {
 		g.trySayLocked(*g.held)
 	}
@@ -436,7 +479,8 @@ func (g *generations) sayLocked(r record.Gen) {
 	}
 	shrunk := len(r.Ranks) < len(g.ranks)
 	g.gen, g.ranks = r.Gen, r.Ranks
-	g.writeLocked(r.Ranks, r.Spares, r.Lost, r.Cause)
+	g.writeFirstLocked(true)
+	g.writeLocked(r.Gen, r.Ranks, r.Spares, r.Lost, r.Cause)
 	if shrunk {
 		g.say("generation %d: %s; shrunk to %d ranks; back in %d ms", r.Gen, strings.Join(parts, "; "), len(r.Ranks), time.Since(since).Milliseconds())
 	} else {

@@ -16,26 +16,10 @@ const DefaultSSHPort = hosts.SSHPort
 // rankEnv returns the variables every rank gets (SPEC §2): SPERLI_RANK,
 // SPERLI_SIZE, SPERLI_LOCAL_RANK, SPERLI_LOCAL_SIZE, torchrun's RANK,
 // WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE unless set already (here or
-// by -x), the launcher's mark, and the -x variables. A rank's local
-// ranks are the ranks on its machine: every local (loopback) host is this
-// machine; a remote host is known by its name.
-func rankEnv(rank int, hostsOf []string, x []string) []string {
-	machine := func(h string) string {
-		if hosts.IsLocal(h) {
-			return ""
-		}
-		return strings.ToLower(strings.TrimSuffix(h, "."))
-	}
-	me := machine(hostsOf[rank])
-	localRank, localSize := 0, 0
-	for r, h := range hostsOf {
-		if machine(h) == me {
-			if r < rank {
-				localRank++
-			}
-			localSize++
-		}
-	}
+// by -x), the launcher's mark, and the -x variables. localRank and
+// localSize are the rank's place among the ranks of its machine
+// (localRanks).
+func rankEnv(rank, size, localRank, localSize int, x []string) []string {
 	set := map[string]bool{}
 	for _, kv := range x {
 		k, _, _ := strings.Cut(kv, "=")
@@ -44,13 +28,13 @@ func rankEnv(rank int, hostsOf []string, x []string) []string {
 	env := []string{
 		record.LaunchedEnv + "=1",
 		"SPERLI_RANK=" + strconv.Itoa(rank),
-		"SPERLI_SIZE=" + strconv.Itoa(len(hostsOf)),
+		"SPERLI_SIZE=" + strconv.Itoa(size),
 		"SPERLI_LOCAL_RANK=" + strconv.Itoa(localRank),
 		"SPERLI_LOCAL_SIZE=" + strconv.Itoa(localSize),
 	}
 	for _, kv := range [][2]string{
 		{"RANK", strconv.Itoa(rank)},
-		{"WORLD_SIZE", strconv.Itoa(len(hostsOf))},
+		{"WORLD_SIZE", strconv.Itoa(size)},
 		{"LOCAL_RANK", strconv.Itoa(localRank)},
 		{"LOCAL_WORLD_SIZE", strconv.Itoa(localSize)},
 	} {
@@ -59,6 +43,32 @@ func rankEnv(rank int, hostsOf []string, x []string) []string {
 		}
 	}
 	return append(env, x...)
+}
+
+// localRanks returns, for the rank on each of hostsOf, its rank among the
+// ranks of its machine and their number: every local (loopback) host is
+// this machine; a remote host is known by its name (machineOf).
+func localRanks(hostsOf []string) (localRank, localSize []int) {
+	localRank, localSize = make([]int, len(hostsOf)), make([]int, len(hostsOf))
+	seen := map[string]int{}
+	for r, h := range hostsOf {
+		m := machineOf(h)
+		localRank[r] = seen[m]
+		seen[m]++
+	}
+	for r, h := range hostsOf {
+		localSize[r] = seen[machineOf(h)]
+	}
+	return localRank, localSize
+}
+
+// machineOf names the machine of host: "" for this one (a local host),
+// else the name without case or trailing dot.
+func machineOf(host string) string {
+	if hosts.IsLocal(host) {
+		return ""
+	}
+	return strings.ToLower(strings.TrimSuffix(host, "."))
 }
 
 // ParseExports turns the -x flags (NAME=VALUE, or NAME to pass this
@@ -100,15 +110,9 @@ func validEnvName(s string) bool {
 	return true
 }
 
-// sshArgv is hosts.SSHArgv with the port of --ssh-port, and the rank's
-// environment passed as `env NAME=VALUE…` before the command: ssh carries
-// no environment.
-func sshArgv(port int, host string, env, command []string) []string {
-	words := command
-	if len(env) > 0 {
-		words = append(append([]string{"env"}, env...), command...)
-	}
-	argv := hosts.SSHArgv(host, words)
+// sshArgv is hosts.SSHArgv with the port of --ssh-port.
+func sshArgv(port int, host string, command []string) []string {
+	argv := hosts.SSHArgv(host, command)
 	if port != 0 && port != hosts.SSHPort {
 		argv[2] = strconv.Itoa(port)
 	}

@@ -18,7 +18,7 @@ func exited(t *testing.T, rank, st int, code string) *rankProc {
 	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != st {
 		t.Fatalf("sh did not exit %d", st)
 	}
-	p := &rankProc{rank: rank, state: cmd.ProcessState}
+	p := &rankProc{rank: rank, state: exitOf(cmd.ProcessState)}
 	if code != "" {
 		p.status = &record.Status{Exit: st, Code: code}
 	}

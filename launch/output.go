@@ -216,6 +216,14 @@ func newStream(o *outputs, rank int, isErr bool, gen uint32, file *os.File) *str
 	return s
 }
 
+// setKey sets the MAC key of the rank's sealed records, which the rank
+// learns from its description (it writes none before).
+func (s *stream) setKey(key []byte) {
+	s.mu.Lock()
+	s.key = key
+	s.mu.Unlock()
+}
+
 // Write takes what the rank wrote; it never fails (a rank is never
 // blocked or ended because of its output).
 func (s *stream) Write(p []byte) (int, error) {

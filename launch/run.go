@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
@@ -184,23 +183,6 @@ func fileErr(flag string, err error) error {
 	return usage("%s: %v", flag, err)
 }
 
-// rankProc is one started rank.
-type rankProc struct {
-	rank   int
-	host   string
-	remote bool // started through ssh
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *stream
-	stderr *stream
-	ended  chan struct{}
-	state  *os.ProcessState
-	err    error
-	status *record.Status
-	killed bool       // by stopAll: its end is no loss
-	trace  *traceProc // --trace: its track
-}
-
 // Run launches the job and waits for it; it returns the exit status of
 // SPEC §2.
 func Run(ctx context.Context, o Options) int {
@@ -300,6 +282,11 @@ type launcher struct {
 	lastWait map[int]record.Waiting
 	gens     generations // in-place recoveries (elastic.go)
 	started  time.Time
+	// sessions are the ssh sessions of the incarnation running, one per
+	// remote host (session.go).
+	sessions []*session
+	envOnce  sync.Once
+	env      []string // the launcher's environment (environ)
 }
 
 type waitReply struct {
@@ -718,27 +705,93 @@ func (l *launcher) incarnation(ctx context.Context, id *job.Identity, lines []ho
 	for r := range hostNames {
 		hostNames[r] = table[r].Host
 	}
+	localRank, localSize := localRanks(hostNames)
 	procs := make([]*rankProc, n)
-	for r := 0; r < n; r++ {
-		j, err := id.Describe(spec, r)
-		if err != nil {
-			l.say("%v", err)
-			l.stopAll(procs)
-			return 1, procs, false
-		}
-		env := rankEnv(r, hostNames, o.Env)
-		argv := rankArgv(o, star, listeners[r] != nil, table[r].Host, wdir, progAbs, env)
-		p, err := l.startRank(j, inc, argv, env, wdir, listeners[r])
-		if err != nil {
-			l.say("%v", err)
-			l.stopAll(procs)
-			return 1, procs, false
-		}
-		procs[r] = p
+	for r := range procs {
+		procs[r] = l.newProc(r, hostNames[r], listeners[r] == nil, inc)
 	}
+	if err := l.openSessions(procs); err != nil {
+		l.say("%v", err)
+		l.endSessions()
+		return 1, nil, false
+	}
+	// Every process first, then every description: a rank waits for its
+	// description before it does anything, so the ranks started first do
+	// not take the processors from the launcher while it starts the
+	// others, and all begin their join together.
+	errs := eachRank(procs, func(p *rankProc) error {
+		r := p.rank
+		env := rankEnv(r, n, localRank[r], localSize[r], o.Env)
+		return l.spawn(p, rankArgv(o, star, !p.remote, wdir, progAbs), env, wdir, listeners[r])
+	})
 	closeFiles(listeners)
+	for r, err := range errs {
+		if err != nil {
+			procs[r] = nil
+		}
+	}
+	err := firstErr(errs)
+	if err == nil {
+		err = firstErr(eachRank(procs, func(p *rankProc) error {
+			j, err := id.Describe(spec, p.rank)
+			if err == nil {
+				l.describe(p, j)
+			}
+			return err
+		}))
+	}
+	if err != nil {
+		// Nothing of the job is left: what started is killed, and waited for.
+		l.say("%v", err)
+		l.stopAll(procs)
+		awaitEnds(procs, 10*time.Second)
+		l.endSessions()
+		return 1, procs, false
+	}
 	l.gens.start(id.ID, inc, o.N, o.Spares, procs)
-	return l.wait(ctx, procs)
+	code, procs, interrupted := l.wait(ctx, procs)
+	l.endSessions()
+	l.gens.flushFirst()
+	return code, procs, interrupted
+}
+
+// openSessions starts one ssh session for every remote host of procs
+// (SPEC §18), the host being known by its name without case or trailing
+// dot, and gives each remote rank its session.
+func (l *launcher) openSessions(procs []*rankProc) error {
+	l.sessions = nil
+	byHost := map[string]*session{}
+	count := map[string]int{}
+	for _, p := range procs {
+		if p.remote {
+			count[machineOf(p.host)]++
+		}
+	}
+	for _, p := range procs {
+		if !p.remote {
+			continue
+		}
+		m := machineOf(p.host)
+		s := byHost[m]
+		if s == nil {
+			var err error
+			if s, err = l.openSession(p.host, p.rank, count[m]); err != nil {
+				return err
+			}
+			byHost[m] = s
+			l.sessions = append(l.sessions, s)
+		}
+		p.sess = s
+	}
+	return nil
+}
+
+// endSessions ends the incarnation's sessions and waits for them.
+func (l *launcher) endSessions() {
+	for _, s := range l.sessions {
+		s.end()
+	}
+	l.sessions = nil
 }
 
 // hostTable is the host table of an incarnation on lines: a local rank's
@@ -782,73 +835,14 @@ func closeFiles(fs []*os.File) {
 	}
 }
 
-// startRank starts the process of j's slot with argv (a local one with
-// env in the launcher's environment, in wdir, its listening socket ln as
-// descriptor 3; a remote one through ssh, argv says how) and writes it
-// its description.
-func (l *launcher) startRank(j *job.Job, inc uint32, argv, env []string, wdir string, ln *os.File) (*rankProc, error) {
-	r, host, local := j.Rank, j.Hosts[j.Rank].Host, ln != nil
-	p := &rankProc{rank: r, host: host, remote: !local, ended: make(chan struct{})}
-	p.cmd = exec.Command(argv[0], argv[1:]...)
-	if local {
-		j.ListenFD = 3
-		p.cmd.ExtraFiles = []*os.File{ln}
-		p.cmd.Dir = wdir
-		p.cmd.Env = append(os.Environ(), env...)
-	}
-	var fo, fe *os.File
-	if l.files != nil {
-		fo, fe = l.files[r][0], l.files[r][1]
-		fmt.Fprintf(fo, "--- generation %d\n", inc)
-		fmt.Fprintf(fe, "--- generation %d\n", inc)
-	}
-	p.stdout = newStream(l.out, r, false, inc, fo)
-	p.stderr = newStream(l.out, r, true, inc, fe)
-	p.stdout.key, p.stderr.key = record.Key(j.Key), record.Key(j.Key)
-	if l.out.trace != nil {
-		p.trace = l.out.trace.proc(inc, r, procName(l.out.unit(), r, host, inc), !local)
-		p.stderr.tp = p.trace
-	}
-	p.cmd.Stdout = p.stdout
-	p.cmd.Stderr = p.stderr
-	p.cmd.WaitDelay = 5 * time.Second
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdin, err := p.cmd.StdinPipe()
-	if err != nil {
-		return nil, fmt.Errorf("rank %d: %v", r, err)
-	}
-	p.stdin = stdin
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("rank %d on %s: cannot start %s: %v", r, host, argv[0], err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		p.state = p.cmd.ProcessState
-		p.stdout.close()
-		p.stderr.close()
-		p.status = p.stderr.status
-		close(p.ended)
-	}()
-	line := append(j.Encode(), '\n')
-	// An error is a rank that died at once; its end is seen by wait.
-	_, _ = stdin.Write(line)
-	if p.trace != nil {
-		p.trace.started = time.Now()
-		if p.remote {
-			go p.trace.probe(stdin, p.ended)
-		}
-	}
-	return p, nil
-}
-
-// rankArgv returns the argv that starts one rank (SPEC §3). A local rank
-// runs `SELF rank [--modules M] PROGRAM.star ARGS...` (PROGRAM made
-// absolute: progAbs) or `PROGRAM ARGS...` directly; a remote one runs the
-// same command, with `--wdir DIR` and the .star PROGRAM as given, through
-// `ssh -p 62222 -o BatchMode=yes HOST WORD...`, every word shell-quoted.
-// A remote executable PROGRAM given by a relative path is sent as progAbs:
-// ssh starts the command in the remote home, not in DIR.
-func rankArgv(o Options, star, local bool, host, wdir, progAbs string, env []string) []string {
+// rankArgv returns the command that starts one rank (SPEC §3). A local
+// rank runs `SELF rank [--modules M] PROGRAM.star ARGS...` (PROGRAM made
+// absolute: progAbs) or `PROGRAM ARGS...` directly; a remote one, which its
+// host's agent starts in the remote home as ssh would, runs the same with
+// `--wdir DIR` and the .star PROGRAM as given. A remote executable PROGRAM
+// given by a relative path is sent as progAbs: it would resolve in the
+// remote home, not in DIR.
+func rankArgv(o Options, star, local bool, wdir, progAbs string) []string {
 	var argv []string
 	if star {
 		argv = []string{o.Self, "rank"}
@@ -861,18 +855,13 @@ func rankArgv(o Options, star, local bool, host, wdir, progAbs string, env []str
 		} else {
 			argv = append(argv, progAbs)
 		}
-		argv = append(argv, o.Args...)
-	} else {
-		prog := o.Program
-		if local || !filepath.IsAbs(prog) {
-			prog = progAbs
-		}
-		argv = append([]string{prog}, o.Args...)
+		return append(argv, o.Args...)
 	}
-	if local {
-		return argv
+	prog := o.Program
+	if local || !filepath.IsAbs(prog) {
+		prog = progAbs
 	}
-	return sshArgv(o.SSHPort, host, env, argv)
+	return append([]string{prog}, o.Args...)
 }
 
 func mustGetwd() string {
@@ -1037,9 +1026,7 @@ func (l *launcher) endReplaced(procs []*rankProc) {
 		l.say("slot %d was replaced and did not end; killed", p.rank)
 		p.killed = true
 		p.stdin.Close()
-		if p.cmd.Process != nil {
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		}
+		p.kill()
 	}
 }
 
@@ -1060,7 +1047,7 @@ func isEnded(p *rankProc) bool {
 func (l *launcher) ended(p *rankProc) {
 	ws, _ := p.state.Sys().(syscall.WaitStatus)
 	if p.trace != nil {
-		l.out.trace.processEnded(p.trace, p.cmd.Process.Pid, endWhy(p.state))
+		l.out.trace.processEnded(p.trace, p.procID(), endWhy(p.state))
 	}
 	defer l.gens.procEnded(p)
 	defer l.flushLoss(p.rank)
@@ -1079,7 +1066,7 @@ func (l *launcher) ended(p *rankProc) {
 		// Said with the generation that replaces it (elastic.go).
 		l.gens.lostProc(p, signalWhy(ws))
 	case l.gens.recovers(p):
-		l.gens.lostProc(p, sshReason(p))
+		l.gens.lostProc(p, p.gone)
 	case ws.Signaled():
 		l.sayLost(p.rank, signalWhy(ws))
 	case p.status != nil && p.status.Code == codes.PeerLost.String() && p.status.CauseRank >= 0:
@@ -1095,11 +1082,12 @@ func (l *launcher) ended(p *rankProc) {
 			return
 		}
 		l.sayLost(p.status.CauseRank, why)
-	case p.status == nil && p.remote && p.state.ExitCode() == sshFailed:
-		// ssh failed (no connection, a refused key) or the remote rank
-		// died without a word (ssh exits 255 for a command killed by a
-		// signal): the rank is lost, said once, whoever says it first.
-		l.sayLost(p.rank, sshReason(p))
+	case p.status == nil && p.gone != "":
+		// Its host's session ended before the rank's end was heard (ssh
+		// failed: no connection, a refused key; the connection broke;
+		// the agent was killed): the rank is lost, said once, whoever
+		// says it first.
+		l.sayLost(p.rank, p.gone)
 	case p.status == nil && !p.state.Success():
 		l.say("rank %d on %s ended with exit status %d and no status record", p.rank, p.host, p.state.ExitCode())
 	}
@@ -1164,28 +1152,11 @@ func signalWhy(ws syscall.WaitStatus) string {
 }
 
 // endWhy says how a process ended: "exit status 3", or signalWhy's words.
-func endWhy(st *os.ProcessState) string {
+func endWhy(st *exitState) string {
 	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return signalWhy(ws)
 	}
 	return fmt.Sprintf("exit status %d", st.ExitCode())
-}
-
-// sshFailed is the exit status of ssh for its own errors, and for a remote
-// command ended by a signal.
-const sshFailed = 255
-
-// sshReason says why a remote rank whose ssh ended with 255 is lost, with
-// the last line of its standard error (ssh's message, when ssh failed).
-func sshReason(p *rankProc) string {
-	last := p.stderr.lastLine()
-	if last == "" {
-		return fmt.Sprintf("ssh to %s ended with exit status %d before the rank's status record, with no message (the rank was killed, or the connection broke)", p.host, sshFailed)
-	}
-	if len(last) > 200 {
-		last = last[:200] + "…"
-	}
-	return fmt.Sprintf("ssh to %s ended with exit status %d before the rank's status record: %s", p.host, sshFailed, last)
 }
 
 // lossReason returns the why of an H1611 message, on one line: msg may be
@@ -1222,6 +1193,8 @@ func (l *launcher) outcome(procs []*rankProc) int {
 			// Lost and replaced in place: the job went on without it.
 		case ws.Signaled() && !p.killed:
 			lost = true
+		case p.gone != "" && p.status == nil && !p.killed:
+			lost = true // its host's session ended under it
 		case p.state.ExitCode() == record.ExitLost:
 			lost = true
 		case p.state.ExitCode() != 0:
@@ -1248,9 +1221,10 @@ func (l *launcher) stopAll(procs []*rankProc) {
 		}
 		p.stdin.Close()
 		p.killed = true
-		if p.cmd.Process != nil {
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		}
+		p.kill()
+	}
+	for _, s := range l.sessions {
+		s.stop()
 	}
 }
 

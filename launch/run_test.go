@@ -3,6 +3,7 @@ package launch
 import (
 	"os/exec"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -11,12 +12,14 @@ import (
 // expand or run if they were not quoted.
 var hostileWords = []string{"a b", "$(x)", "'", `"`, ";", "", "it's", "A=b", "*", "`id`", "x\ny", "\\", "-n", "$HOME", "&&", "|", "#c", "~"}
 
+// TestRankArgvRemote: a remote rank's command, as its host's agent runs
+// it (no shell between: every word arrives as it is).
 func TestRankArgvRemote(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		o    Options
 		star bool
-		want []string // the command words before quoting
+		want []string
 	}{
 		{
 			name: "star",
@@ -35,42 +38,49 @@ func TestRankArgvRemote(t *testing.T) {
 			o:    Options{Self: "/opt/sperli", Program: "/bin/go sum", Args: hostileWords},
 			want: append([]string{"/bin/go sum"}, hostileWords...),
 		},
+		{
+			name: "relative executable",
+			o:    Options{Self: "/opt/sperli", Program: "./gosum"},
+			want: []string{"/abs/gosum"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			argv := rankArgv(tc.o, tc.star, false, "node1.example", "/w d/$(x)", "/abs/ignored", nil)
-			head := []string{"ssh", "-p", "62222", "-o", "BatchMode=yes", "node1.example"}
-			if len(argv) < len(head) || !reflect.DeepEqual(argv[:len(head)], head) {
-				t.Fatalf("rankArgv(%q) = %q, want it to begin with %q", tc.o.Args, argv, head)
-			}
-			words := argv[len(head):]
-			if len(words) != len(tc.want) {
-				t.Fatalf("rankArgv(%q) has %d command words %q, want %d", tc.o.Args, len(words), words, len(tc.want))
-			}
-			for i, w := range words {
-				if q := shellQuoteRef(tc.want[i]); w != q && w != tc.want[i] {
-					t.Errorf("command word %d = %q, want %q quoted (%q)", i, w, tc.want[i], q)
-				}
-			}
-			// What the remote shell makes of the words ssh joins with
-			// blanks: a stand-in for the command prints each word it gets,
-			// NUL-terminated.
-			line := `printf '%s\000' ` + strings.Join(words, " ")
-			out, err := exec.Command("/bin/sh", "-c", line).Output()
-			if err != nil {
-				t.Fatalf("sh -c %q: %v", line, err)
-			}
-			got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("sh -c %q gives words %q, want %q", line, got, tc.want)
+			if got := rankArgv(tc.o, tc.star, false, "/w d/$(x)", "/abs/gosum"); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("rankArgv(remote) = %q, want %q", got, tc.want)
 			}
 		})
 	}
 }
 
-// shellQuoteRef is the plain single-quote form: a word rankArgv quotes
-// otherwise must still be read back the same, which the shell run checks.
-func shellQuoteRef(w string) string {
-	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+// TestSessionArgv: a host's session is `ssh -p PORT -o BatchMode=yes HOST
+// SPERLI spawn`, the path of sperli quoted so that the remote shell reads
+// it back as one word, whatever it holds.
+func TestSessionArgv(t *testing.T) {
+	for _, self := range []string{"/opt/sperli", "/opt/sperli dir/$(x)/it's"} {
+		for _, port := range []int{0, 62222, 2222} {
+			argv := sshArgv(port, "node1.example", []string{self, "spawn"})
+			p := port
+			if p == 0 {
+				p = 62222
+			}
+			head := []string{"ssh", "-p", strconv.Itoa(p), "-o", "BatchMode=yes", "node1.example"}
+			if len(argv) != len(head)+2 || !reflect.DeepEqual(argv[:len(head)], head) {
+				t.Fatalf("sshArgv(%d, %q) = %q, want %q and two words", port, self, argv, head)
+			}
+			// What the remote shell makes of the words ssh joins with
+			// blanks: a stand-in for the command prints each word it
+			// gets, NUL-terminated.
+			line := `printf '%s\000' ` + strings.Join(argv[len(head):], " ")
+			out, err := exec.Command("/bin/sh", "-c", line).Output()
+			if err != nil {
+				t.Fatalf("sh -c %q: %v", line, err)
+			}
+			got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+			if want := []string{self, "spawn"}; !reflect.DeepEqual(got, want) {
+				t.Errorf("sh -c %q gives words %q, want %q", line, got, want)
+			}
+		}
+	}
 }
 
 func TestRankArgvLocal(t *testing.T) {
@@ -105,7 +115,7 @@ func TestRankArgvLocal(t *testing.T) {
 			if abs == "" {
 				abs = "/abs/p.star"
 			}
-			got := rankArgv(tc.o, tc.star, true, "127.0.0.1", "/w", abs, nil)
+			got := rankArgv(tc.o, tc.star, true, "/w", abs)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("rankArgv(local) = %q, want %q (no ssh, no quoting)", got, tc.want)
 			}
