@@ -54,18 +54,7 @@ func TestSumThreeHosts(t *testing.T) {
 		t.Errorf("%v\nwant exit status 0, stdout %q and no launcher line", r, golden)
 	}
 	wantSessions(t, c, before, 1, 1, 1, 0)
-	starts := c.sshStarts()
-	if len(starts) != 3 {
-		t.Errorf("ssh started %d times, want 3: %q", len(starts), starts)
-	}
-	for i := 1; i <= 3; i++ {
-		// The wrapper logs the words the launcher gave ssh, in the order
-		// the ssh processes came to it.
-		want := fmt.Sprintf("-p 62222 -o BatchMode=yes %s %s rank --wdir %s %s", c.host(i), sperli, j.work, sum)
-		if !sshStarted(starts, c.host(i), i-1, want) {
-			t.Errorf("no ssh started as %q; got %q", want, starts)
-		}
-	}
+	wantAgents(t, c.sshStarts(), c.host(1), c.host(2), c.host(3))
 	j.checkClean(false)
 }
 
@@ -84,15 +73,7 @@ func TestGoRanksThreeHosts(t *testing.T) {
 	if r.Code != 0 || r.Stdout != golden+"\n" || r.Stderr != "" {
 		t.Errorf("%v\nwant exit status 0, stdout %q and no launcher line", r, golden)
 	}
-	starts := c.sshStarts()
-	for i := 1; i <= 3; i++ {
-		if want := fmt.Sprintf("-p 62222 -o BatchMode=yes %s %s", c.host(i), gosum); !sshStarted(starts, c.host(i), i-1, want) {
-			t.Errorf("no ssh started as %q; got %q", want, starts)
-		}
-	}
-	if len(starts) != 3 {
-		t.Errorf("ssh started %d times, want 3: %q", len(starts), starts)
-	}
+	wantAgents(t, c.sshStarts(), c.host(1), c.host(2), c.host(3))
 	j.checkClean(false)
 }
 
@@ -107,11 +88,7 @@ func TestRelativeWdir(t *testing.T) {
 	if want := "[rank 0] rows=1000 total=500500 expected=500500 ok\n"; r.Code != 0 || r.Stdout != want || r.Stderr != "" {
 		t.Errorf("%v\nwant exit status 0, stdout %q and no launcher line", r, want)
 	}
-	for _, s := range c.sshStarts() {
-		if !strings.Contains(s, " --wdir "+ranks+" ") {
-			t.Errorf("ssh started as %q, want --wdir %s", s, ranks)
-		}
-	}
+	wantAgents(t, c.sshStarts(), c.host(1), c.host(2), c.host(3))
 	if ents, _ := os.ReadDir(ranks); len(ents) != 0 {
 		t.Errorf("the ranks' working directory holds %v", ents)
 	}
@@ -271,6 +248,9 @@ func TestInterrupt(t *testing.T) {
 			pi, _ := readStat(pid)
 			ranks = append(ranks, pi)
 		}
+		if ssh := sshChildren(l); len(ssh) != 3 {
+			t.Errorf("the launcher runs %d ssh processes %v, want 3: one per remote host", len(ssh), ssh)
+		}
 		interrupt(t, j, l)
 		for r, pi := range ranks {
 			if alive(pi) {
@@ -309,6 +289,43 @@ func TestInterrupt(t *testing.T) {
 		interrupt(t, j, l)
 		stopped.Signal(syscall.SIGCONT)
 	})
+}
+
+// TestOneSessionPerHost: twelve ranks, three on each test host, run over
+// four ssh sessions (SPEC §18): the launcher runs one ssh per host, each
+// host's sshd started one session and runs one agent, which runs that
+// host's three ranks; an interrupt leaves nothing on any host.
+func TestOneSessionPerHost(t *testing.T) {
+	c := newCluster(t, options{})
+	var lines []string
+	for i := 1; i <= nHosts; i++ {
+		lines = append(lines, c.host(i)+" slots=3")
+	}
+	j := c.newJob(t, lines...)
+	before := sessionCounts(c)
+	l := j.sperli("run", "-n", "12", "--hosts", j.hosts, hold, j.aux)
+	var names []string
+	for r := 0; r < 12; r++ {
+		names = append(names, fmt.Sprintf("inc-0-rank-%d.pid", r))
+	}
+	pids := waitFiles(t, l, j.aux, names...)
+	for r, s := range pids {
+		pid, _ := strconv.Atoi(s)
+		if ns, want := netnsOf(pid), c.node(r/3+1).ns; ns != want {
+			t.Errorf("rank %d (pid %d) runs in namespace %q, want %s", r, pid, ns, want)
+		}
+	}
+	if ssh := sshChildren(l); len(ssh) != nHosts {
+		t.Errorf("the launcher runs %d ssh processes %v, want %d: one per remote host", len(ssh), ssh, nHosts)
+	}
+	for _, n := range c.nodes {
+		if agentOn(n) == 0 {
+			t.Errorf("no agent runs on %s", n.ns)
+		}
+	}
+	wantSessions(t, c, before, 1, 1, 1, 1)
+	wantAgents(t, c.sshStarts(), c.host(1), c.host(2), c.host(3), c.host(4))
+	interrupt(t, j, l)
 }
 
 // interrupt sends SIGINT to the launcher l and checks that it ends at once
@@ -448,6 +465,58 @@ func TestRankKilled(t *testing.T) {
 	})
 }
 
+// TestAgentKilled: the agent of a host that runs two ranks is killed
+// from outside: its ssh session ends, and both ranks are lost, each said
+// once with ssh's words (the ranks die with their agent); the job
+// restarts them on the unused hosts and ends with the result of a run
+// without failure.
+func TestAgentKilled(t *testing.T) {
+	c := newCluster(t, options{})
+	j := c.newJob(t, c.host(1), c.host(2)+" slots=2", c.host(3), c.host(4))
+	l := j.sperli("run", "-n", "3", "--hosts", j.hosts, "--checkpoint-dir", "ckpt", "--silence", "1000", hold, j.aux)
+	pids := waitFiles(t, l, j.aux, "inc-0-rank-0.pid", "inc-0-rank-1.pid", "inc-0-rank-2.pid")
+	agent := agentOn(c.node(2))
+	if agent == 0 {
+		t.Fatalf("no agent on %s", c.node(2).ns)
+	}
+	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := l.Wait(t, timeout)
+	if r.Code != 0 {
+		t.Errorf("%v\nwant exit status 0", r)
+	}
+	for _, rank := range []int{1, 2} {
+		pid, _ := strconv.Atoi(pids[rank])
+		if pi, ok := readStat(pid); ok && pi.State != "Z" {
+			t.Errorf("rank %d (pid %d) outlived its agent", rank, pid)
+		}
+	}
+	why := regexp.QuoteMeta(fmt.Sprintf("ssh to %s ended with exit status 255 before the rank's status record", c.host(2))) + ".*"
+	got := launcherLines(t, r)
+	lost := slices.DeleteFunc(slices.Clone(got), func(l string) bool { return !strings.Contains(l, " lost: ") })
+	slices.Sort(lost)
+	if len(lost) != 2 || !regexp.MustCompile("^rank 1 lost: "+why+"$").MatchString(lost[0]) || !regexp.MustCompile("^rank 2 lost: "+why+"$").MatchString(lost[1]) {
+		t.Errorf("loss lines %q, want ranks 1 and 2 lost once each with ssh's words\n%v", lost, r)
+	}
+	for _, w := range []string{
+		fmt.Sprintf("rank 1 restarts on %s (%s)", c.host(3), j.hostLine(3)),
+		fmt.Sprintf("rank 2 restarts on %s (%s)", c.host(4), j.hostLine(4)),
+		"restart 1 of 3: incarnation 1",
+	} {
+		if !slices.Contains(got, w) {
+			t.Errorf("no launcher line %q\n%v", w, r)
+		}
+	}
+	for rank, host := range []int{1, 3, 4} {
+		w := fmt.Sprintf("rank %d inc 1 host %s resumed 1", rank, c.host(host))
+		if !slices.Contains(rankLines(r.Stdout+r.Stderr, rank), w) {
+			t.Errorf("rank %d's output lacks %q\n%v", rank, w, r)
+		}
+	}
+	j.checkClean(true)
+}
+
 // wantSays checks the launcher's lines against want, in order: want[i] is
 // a regular expression matched whole against line i, and there are no
 // other lines.
@@ -465,20 +534,42 @@ func wantSays(t testing.TB, r result, want ...string) {
 	}
 }
 
-// sshStarted reports whether starts holds the ssh words want (options,
-// host, command) with the rank's environment between host and command:
-// `env 'SPERLI_LAUNCHED=1' 'SPERLI_RANK=R' … COMMAND` (ssh carries none).
-func sshStarted(starts []string, host string, rank int, want string) bool {
-	head := fmt.Sprintf("-p 62222 -o BatchMode=yes %s ", host)
-	command, ok := strings.CutPrefix(want, head)
-	if !ok {
-		return false
+// wantAgents checks that ssh was started once per host of hosts, as the
+// launcher starts a host's agent (SPEC §18): `ssh -p 62222 -o
+// BatchMode=yes HOST SPERLI spawn`, whatever the number of its ranks (the
+// ranks' commands and environment travel in the session).
+func wantAgents(t testing.TB, starts []string, hosts ...string) {
+	t.Helper()
+	var want []string
+	for _, h := range hosts {
+		want = append(want, fmt.Sprintf("-p 62222 -o BatchMode=yes %s %s spawn", h, sperli))
 	}
-	for _, s := range starts {
-		rest, ok := strings.CutPrefix(s, head+fmt.Sprintf("env 'SPERLI_LAUNCHED=1' 'SPERLI_RANK=%d' 'SPERLI_SIZE=", rank))
-		if ok && strings.HasSuffix(rest, " "+command) {
-			return true
+	got := slices.Clone(starts)
+	slices.Sort(got) // the order the ssh processes came to the log
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("ssh started as\n  %s\nwant one session per host:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// sshChildren returns the ssh processes the launcher l runs now.
+func sshChildren(l *proc) []int {
+	var out []int
+	for _, ch := range children(l.Cmd.Process.Pid) {
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", ch.PID)); filepath.Base(exe) == "ssh" && ch.State != "Z" {
+			out = append(out, ch.PID)
 		}
 	}
-	return false
+	return out
+}
+
+// agentOn returns the pid of the host agent (sperli spawn) on n, 0 when
+// none runs there.
+func agentOn(n *node) int {
+	for _, p := range n.pids() {
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", p)); exe == sperli && strings.HasSuffix(cmdline(p), " spawn") {
+			return p
+		}
+	}
+	return 0
 }
