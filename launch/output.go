@@ -176,10 +176,8 @@ type stream struct {
 	key    []byte     // the MAC key of the rank's sealed records (record.Key)
 	tp     *traceProc // --trace: the process's track
 	status *record.Status
-	cur    []byte // the start of the current line
-	last   []byte // the start of the last line not blank (ssh's message)
-	wrote  bool   // a line was shown
-	cut    bool   // the record being read was longer than its bound
+	wrote  bool // a line was shown
+	cut    bool // the record being read was longer than its bound
 	closed bool
 }
 
@@ -312,16 +310,12 @@ func (s *stream) add(b []byte) {
 			s.cut = true
 		}
 	default:
-		s.show(b, true)
+		s.show(b)
 	}
 }
 
-// show sends part of a shown line where shown lines go. first says
-// whether it is a line of the rank itself (its last line is kept).
-func (s *stream) show(b []byte, own bool) {
-	if own && s.isErr && len(s.cur) < 200 {
-		s.cur = append(s.cur, b[:min(len(b), 200-len(s.cur))]...)
-	}
+// show sends part of a shown line where shown lines go.
+func (s *stream) show(b []byte) {
 	s.wrote = true
 	switch {
 	case s.file != nil:
@@ -346,7 +340,7 @@ func (s *stream) markLocked(gen int) {
 	if s.file != nil {
 		text = fmt.Sprintf("--- generation %d\n", gen)
 	}
-	s.show([]byte(text), false)
+	s.show([]byte(text))
 	if s.o.live && s.file == nil {
 		s.o.writeLine(s.dest(), s.prefix, &s.line)
 		s.line.reset()
@@ -407,10 +401,6 @@ func (s *stream) endLine() {
 		}
 		s.wait = s.wait[:0]
 	default:
-		if len(bytes.TrimSpace(s.cur)) > 0 {
-			s.last = append(s.last[:0], s.cur...)
-		}
-		s.cur = s.cur[:0]
 		if s.o.live && s.file == nil {
 			s.o.writeLine(s.dest(), s.prefix, &s.line)
 			s.line.reset()
@@ -442,7 +432,7 @@ func (s *stream) flushErrors() {
 			b, err := r.ReadSlice('\n')
 			if len(b) > 0 {
 				s.kind = lineShown
-				s.show(b, false)
+				s.show(b)
 				if b[len(b)-1] == '\n' {
 					s.endLine()
 				}
@@ -455,7 +445,7 @@ func (s *stream) flushErrors() {
 			}
 		}
 		if s.kind == lineShown {
-			s.show([]byte{'\n'}, false)
+			s.show([]byte{'\n'})
 			s.endLine()
 		}
 	}
@@ -479,7 +469,7 @@ func (s *stream) close() {
 	}
 	switch s.kind {
 	case lineShown:
-		s.show([]byte{'\n'}, false)
+		s.show([]byte{'\n'})
 		s.endLine()
 	case lineError:
 		s.errs.Write([]byte{'\n'})
@@ -498,14 +488,6 @@ func (s *stream) release() {
 	s.line.reset()
 	s.errs.reset()
 	s.record.reset()
-}
-
-// lastLine is the last line the rank wrote on its standard error (its
-// first 200 bytes), the status record and error lines aside.
-func (s *stream) lastLine() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.TrimSpace(string(s.last))
 }
 
 // unit names a process in its prefix: "rank", or "slot" in a job with
