@@ -37,11 +37,26 @@ const pipeFrames = 16
 
 // fakeNet is the job: every rank's pipes and its end.
 type fakeNet struct {
-	t     *testing.T
-	n     int
-	pipes [][]chan Frame // pipes[from][to]
-	ctx   context.Context
-	end   context.CancelFunc
+	t   *testing.T
+	n   int
+	ctx context.Context
+	end context.CancelFunc
+	// pipes are made the first time a rank sends to or takes from
+	// another, as links are: n² pipes of 1,024 ranks would be a GiB.
+	mu    sync.Mutex
+	pipes map[[2]int]chan Frame // by {from, to}
+}
+
+// pipe is the pipe from rank from to rank to.
+func (net *fakeNet) pipe(from, to int) chan Frame {
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	p, ok := net.pipes[[2]int{from, to}]
+	if !ok {
+		p = make(chan Frame, pipeFrames)
+		net.pipes[[2]int{from, to}] = p
+	}
+	return p
 }
 
 // fakeLink is one rank's Link for one call.
@@ -60,6 +75,8 @@ type fakeLink struct {
 	failSend, failTake int
 	sends, takes       int
 	sent               []sentFrame
+	// partners are the ranks this rank sent to or took from.
+	partners map[int]bool
 	// mismatch is the message of this rank's Mismatch ("": none).
 	mismatch string
 }
@@ -85,14 +102,7 @@ type sentFrame struct {
 
 func newFakeNet(t *testing.T, n int) *fakeNet {
 	ctx, end := context.WithCancel(t.Context())
-	net := &fakeNet{t: t, n: n, pipes: make([][]chan Frame, n), ctx: ctx, end: end}
-	for from := range net.pipes {
-		net.pipes[from] = make([]chan Frame, n)
-		for to := range n {
-			net.pipes[from][to] = make(chan Frame, pipeFrames)
-		}
-	}
-	return net
+	return &fakeNet{t: t, n: n, ctx: ctx, end: end, pipes: make(map[[2]int]chan Frame)}
 }
 
 func (l *fakeLink) Rank() int        { return l.rank }
@@ -109,6 +119,7 @@ func (l *fakeLink) Send(to int, ack bool, data []byte) error {
 		l.net.t.Errorf("rank %d sent a frame to rank %d of %d", l.rank, to, l.net.n)
 		return errInjected
 	}
+	l.partners[to] = true
 	off := l.rank % 2
 	buf := fakeBuf(off + len(data))
 	copy(buf[off:], data)
@@ -118,7 +129,7 @@ func (l *fakeLink) Send(to int, ack bool, data []byte) error {
 		l.lie(&f)
 	}
 	select {
-	case l.net.pipes[l.rank][to] <- f:
+	case l.net.pipe(l.rank, to) <- f:
 		return nil
 	case <-l.net.ctx.Done():
 		return errEnded
@@ -134,7 +145,8 @@ func (l *fakeLink) Take(from int) (Frame, error) {
 		l.net.t.Errorf("rank %d took a frame from rank %d of %d", l.rank, from, l.net.n)
 		return Frame{}, errInjected
 	}
-	p := l.net.pipes[from][l.rank]
+	l.partners[from] = true
+	p := l.net.pipe(from, l.rank)
 	select {
 	case f := <-p:
 		return f, nil
@@ -196,6 +208,12 @@ func (l *fakeLink) Mismatch(format string, args ...any) error {
 // had sent.
 func run(t *testing.T, n int, setup func(l *fakeLink) Call) ([]*fakeLink, [][]byte, []error) {
 	t.Helper()
+	return runBy(t, n, Run, setup)
+}
+
+// runBy is run with the schedule s instead of the table's choice.
+func runBy(t *testing.T, n int, s Schedule, setup func(l *fakeLink) Call) ([]*fakeLink, [][]byte, []error) {
+	t.Helper()
 	net := newFakeNet(t, n)
 	defer net.end()
 	links := make([]*fakeLink, n)
@@ -203,13 +221,13 @@ func run(t *testing.T, n int, setup func(l *fakeLink) Call) ([]*fakeLink, [][]by
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		links[r] = &fakeLink{net: net, rank: r}
+		links[r] = &fakeLink{net: net, rank: r, partners: make(map[int]bool)}
 		call := setup(links[r])
 		links[r].kind = call.Kind
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[r], errs[r] = Run(links[r], call)
+			res[r], errs[r] = s(links[r], call)
 			if errs[r] != nil {
 				net.end()
 			}
@@ -228,11 +246,9 @@ func run(t *testing.T, n int, setup func(l *fakeLink) Call) ([]*fakeLink, [][]by
 			}
 		}
 	}
-	for from, row := range net.pipes {
-		for to, p := range row {
-			if len(p) != 0 {
-				t.Errorf("%d frames from rank %d to rank %d were never taken", len(p), from, to)
-			}
+	for pair, p := range net.pipes {
+		if len(p) != 0 {
+			t.Errorf("%d frames from rank %d to rank %d were never taken", len(p), pair[0], pair[1])
 		}
 	}
 	return links, res, errs
