@@ -1,7 +1,11 @@
 // Package sched holds the collective algorithms of Sperli (SPEC §8) and
 // the table that chooses one for each call: star, dissemination, bruck,
 // the block reduce-scatter/allgather of large reductions, the pipelined
-// chain of a large bcast, the ring allgather and the pairwise alltoall.
+// chain of a large bcast, the ring allgather and the pairwise alltoall on
+// up to 32 ranks; from 33 ranks, where a rank would otherwise open a link
+// to every rank, the tree (topo's spanning tree: a rank's partners are its
+// parent and at most 8 kids), the chain that folds large reductions, the
+// ring, and pairwise alltoall.
 // It does no I/O, reads no clock and starts no goroutine: a schedule sees
 // one call through a Link (its rank, its size, Send and Take of the
 // call's frames, Release, Mismatch) and folds reductions with the Fold it

@@ -91,7 +91,8 @@ func liar(r int, lie func(f *Frame)) func(int, *Frame) {
 // TestLinkErrors: an error of Send or Take is what the schedule returns,
 // on every line of the table, at the root and off it.
 func TestLinkErrors(t *testing.T) {
-	probes := [][2]int{{2, 80}, {2, chainMin}, {5, 80}} // ranks, bytes per rank
+	// ranks, bytes per rank (whole blocks of 8-byte elements at 33 ranks)
+	probes := [][2]int{{2, 80}, {2, chainMin}, {5, 80}, {33, 33 * 8}, {33, 33 * 8 * 249}}
 	for _, rule := range table {
 		found := false
 		for _, p := range probes {

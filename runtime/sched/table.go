@@ -19,6 +19,8 @@ import "fmt"
 //
 // A new algorithm is one file with a Schedule, and a line in table below.
 //
+// On 2 to 32 ranks (below treeMin):
+//
 // | call | small (at most bruckRanks ranks, all ranks' data ≤ bruckMax) | middle | large (≥ chainMin bytes per rank, 2 ranks or more) |
 // | --- | --- | --- | --- |
 // | barrier | dissemination (dissem.go), ⌈log2 n⌉ rounds, to bruckRanks ranks; star beyond | — | — |
@@ -27,6 +29,18 @@ import "fmt"
 // | bcast | star | star | pipelined chain from the root, done back (chain.go) |
 // | alltoall | pairwise exchange (pairwise.go) | pairwise | pairwise |
 // | gather, scatter | star | star | star |
+//
+// On treeMin (33) ranks or more, where a rank's partners are the links it
+// opens (tree.go), every line but alltoall's has at most topo.Radix+2 (10)
+// partners a rank, where the star's root has every rank and the blocks
+// give every rank every other:
+//
+// | call | below chainMin bytes per rank | from chainMin | partners a rank |
+// | --- | --- | --- | --- |
+// | barrier, bcast, gather, scatter | tree: up to rank 0, down from it (tree.go) | tree, pipelined | parent and kids: ≤ 9 |
+// | reduce, allreduce, reduce_scatter | tree: gathered to rank 0, folded there in rank order, down | chain: folded down 0 → 1 → … → n−1, spread from n−1 over the tree (chainfold.go) | ≤ 9; chain ≤ 10 |
+// | allgather | tree | ring | ≤ 9; ring 2 |
+// | alltoall | pairwise | pairwise | n−1, by definition |
 
 // chainMin is the data size from which reductions, bcast and allgather
 // pipeline (blocks, chain, ring) instead of meeting at the root: below it
@@ -78,24 +92,37 @@ type Rule struct {
 // When holds is the call's schedule. Each kind ends with a line that
 // always holds.
 var table = []Rule{
+	{Barrier, "tree", many, treeBarrier},
 	{Barrier, "dissemination", few, dissemination},
 	{Barrier, "star", nil, starBarrier},
+	{Bcast, "tree", many, treeBcast},
 	{Bcast, "chain", large, bcastChain},
 	{Bcast, "star", nil, bcastStar},
+	{Reduce, "chain", manyLarge, chainReduce},
+	{Reduce, "tree", many, treeReduce},
 	{Reduce, "blocks", large, reduceBlocks},
 	{Reduce, "bruck", small, bruckReduce},
 	{Reduce, "star", nil, starReduce},
+	{Allreduce, "chain", manyLarge, chainAllreduce},
+	{Allreduce, "tree", many, treeAllreduce},
 	{Allreduce, "blocks", large, allreduceBlocks},
 	{Allreduce, "bruck", small, bruckAllreduce},
 	{Allreduce, "star", nil, starAllreduce},
+	{ReduceScatter, "chain", manyLarge, chainReduceScatter},
+	{ReduceScatter, "tree", many, treeReduceScatter},
 	{ReduceScatter, "blocks", large, reduceScatterBlocks},
 	{ReduceScatter, "bruck", small, bruckReduceScatter},
 	{ReduceScatter, "star", nil, starReduceScatter},
 	{Allgather, "ring", large, allgatherRing},
+	{Allgather, "tree", many, treeAllgather},
 	{Allgather, "bruck", small, bruckAllgather},
 	{Allgather, "star", nil, starAllgather},
+	// alltoall sends every rank a block of every rank: all-to-all by
+	// definition, at any size and rank count.
 	{Alltoall, "pairwise", nil, pairwise},
+	{Gather, "tree", many, treeGather},
 	{Gather, "star", nil, starGather},
+	{Scatter, "tree", many, treeScatter},
 	{Scatter, "star", nil, starScatter},
 }
 
@@ -117,9 +144,11 @@ func Choose(kind Kind, size, n int) (Rule, bool) {
 // as it is.
 func Run(l Link, c Call) ([]byte, error) {
 	c.n = len(c.Data)
-	if c.Kind == Bcast && l.Rank() != c.Root && l.Size() > 1 {
+	if c.Kind == Bcast && l.Rank() != c.Root && l.Size() > 1 && !many(l.Size(), 0) {
 		// Off the root the length is unknown until the root's
-		// announcement, which says which line follows.
+		// announcement, which says which line follows. On treeMin ranks
+		// or more one line, the tree, runs every length, which its last
+		// frame tells.
 		n, err := announced(l, c.Root)
 		if err != nil {
 			return nil, err
@@ -155,10 +184,16 @@ func takeChunk(l Link, from int, ack bool, want int) (Frame, error) {
 	if err != nil {
 		return f, err
 	}
+	return f, checkChunk(l, from, f, ack, want)
+}
+
+// checkChunk checks a frame from rank from is a frame of want bytes with
+// the ack flag or without.
+func checkChunk(l Link, from int, f Frame, ack bool, want int) error {
 	if f.Ack != ack || len(f.Data) != want {
-		return f, l.Mismatch("collective mismatch in call %d: rank %d sent a frame of %d bytes (ack %v) where this rank's schedule takes %d (ack %v)", l.Seq(), from, len(f.Data), f.Ack, want, ack)
+		return l.Mismatch("collective mismatch in call %d: rank %d sent a frame of %d bytes (ack %v) where this rank's schedule takes %d (ack %v)", l.Seq(), from, len(f.Data), f.Ack, want, ack)
 	}
-	return f, nil
+	return nil
 }
 
 // chunks cuts n bytes into the pipeline's chunks: [lo, hi) pairs, one
