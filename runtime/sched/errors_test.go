@@ -37,6 +37,29 @@ func TestMismatch(t *testing.T) {
 			map[int]string{0: "collective mismatch in call 7: rank 2 sent 4 bytes to the root of a bcast"}},
 		{"scatter of no whole blocks", Scatter, 3, 1, odd(1, 10, 0), nil,
 			map[int]string{1: "scatter: 10 bytes are no whole number of 3 blocks"}},
+		// On 40 ranks, over the tree: rank 0's kids are 1, 6, 11, … 36;
+		// rank 1's are 2 to 5 and rank 36's 37 to 39, all leaves, so
+		// that only their parent takes their frames.
+		{"tree: gather contributions of different lengths", Gather, 40, 7, odd(3, 16, 8), nil,
+			map[int]string{1: "gather: contributions of different lengths: rank 3 gave 16 bytes, rank 1 gave 8"}},
+		{"tree: reduction of different lengths", Allreduce, 40, 0, odd(39, 16, 8), nil,
+			map[int]string{36: "allreduce: contributions of different lengths: rank 39 gave 16 bytes, rank 36 gave 8"}},
+		{"chain: reduction of different lengths", Allreduce, 40, 0, odd(20, chainMin+16, chainMin), nil,
+			map[int]string{16: "allreduce: contributions of different lengths: rank 20 gave 65552 bytes, rank 16 gave 65536"}},
+		// Rank 2 runs the chain, the others the tree: rank 1 waits for
+		// its first kid's data, rank 2 for rank 1's fold.
+		{"chain and tree: one rank's data of chainMin", Allreduce, 40, 0, odd(2, chainMin, 8), nil,
+			map[int]string{1: "allreduce: contributions of different lengths: rank 2 gave 65536 bytes, rank 1 gave 8"}},
+		{"tree and chain: one rank's data under chainMin", Reduce, 40, 3, odd(37, 8, chainMin), nil,
+			map[int]string{36: "reduce: contributions of different lengths: rank 37 gave 8 bytes, rank 36 gave 65536"}},
+		{"tree: a result sent up", Gather, 40, 0, each(8), liar(3, func(f *Frame) { f.Ack = true }),
+			map[int]string{1: "collective mismatch in call 7: rank 3 sent a frame of 8 bytes (ack true) where this rank's schedule takes 8 (ack false)"}},
+		{"tree: data up the tree of a bcast", Bcast, 40, 0, odd(0, 8, 0), liar(37, func(f *Frame) { f.Data = make([]byte, 4) }),
+			map[int]string{36: "collective mismatch in call 7: rank 37 sent a frame of 4 bytes (ack false) where this rank's schedule takes 0 (ack false)"}},
+		{"tree: a frame longer than a chunk", Bcast, 40, 2, odd(2, 8, 0), liar(2, func(f *Frame) { f.Data = make([]byte, chunk+1) }),
+			map[int]string{1: "collective mismatch in call 7: rank 2 sent a frame of 262145 bytes (ack false) where this rank's schedule takes at most 262144 (ack false)"}},
+		{"tree: scatter of no whole blocks", Scatter, 40, 7, odd(7, 10, 0), nil,
+			map[int]string{7: "scatter: 10 bytes are no whole number of 40 blocks"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,7 +70,7 @@ func TestMismatch(t *testing.T) {
 					l.lie = func(f *Frame) { tc.lie(l.rank, f) }
 				}
 				c := Call{Kind: tc.kind, Root: tc.root, Data: data}
-				if tc.kind == Allreduce {
+				if tc.kind == Allreduce || tc.kind == Reduce {
 					c.Fold = folds(tc.n, 8)[0]
 				}
 				return c

@@ -37,7 +37,7 @@ const pipeFrames = 16
 
 // fakeNet is the job: every rank's pipes and its end.
 type fakeNet struct {
-	t   *testing.T
+	t   testing.TB
 	n   int
 	ctx context.Context
 	end context.CancelFunc
@@ -100,7 +100,7 @@ type sentFrame struct {
 	sum  uint32
 }
 
-func newFakeNet(t *testing.T, n int) *fakeNet {
+func newFakeNet(t testing.TB, n int) *fakeNet {
 	ctx, end := context.WithCancel(t.Context())
 	return &fakeNet{t: t, n: n, ctx: ctx, end: end, pipes: make(map[[2]int]chan Frame)}
 }
@@ -212,7 +212,7 @@ func run(t *testing.T, n int, setup func(l *fakeLink) Call) ([]*fakeLink, [][]by
 }
 
 // runBy is run with the schedule s instead of the table's choice.
-func runBy(t *testing.T, n int, s Schedule, setup func(l *fakeLink) Call) ([]*fakeLink, [][]byte, []error) {
+func runBy(t testing.TB, n int, s Schedule, setup func(l *fakeLink) Call) ([]*fakeLink, [][]byte, []error) {
 	t.Helper()
 	net := newFakeNet(t, n)
 	defer net.end()

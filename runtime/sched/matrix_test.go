@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"unsafe"
+
+	"sperli/runtime/topo"
 )
 
 // The matrix: every collective at every rank count of rankCounts and data
@@ -24,12 +26,45 @@ import (
 // data) at 2 and 3 ranks; beyond 9 ranks the gathering calls stop at a few
 // KiB and the others at chainMin; min and max run at two sizes (sizes and
 // folds say which). The whole product takes the race detector minutes.
+//
+// From treeMin ranks on (the tree and the chain) the rooted calls run at
+// many roots (roots), as a root's place in the tree changes the way the
+// data goes; 33 ranks run the chunk's sizes too, 33 and 40 ranks chainMin,
+// where a subtree's data is more than a chunk; 257 ranks run a few KiB at
+// most (8 bytes in the gathering calls) and no alltoall, whose pairwise
+// exchange is the same as on fewer ranks. Under the race detector
+// (raceOn) fewer roots and sizes run there.
 
 var (
-	rankCounts  = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 32}
+	rankCounts  = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 32, 33, 40, 64, 100, 257}
 	matrixKinds = []Kind{Bcast, Gather, Scatter, Allgather, Alltoall, Reduce, Allreduce, ReduceScatter}
-	chunkRanks  = []int{2, 3, 5}
+	chunkRanks  = []int{2, 3, 5, 33}
 )
+
+// roots are the roots a rooted call of size bytes a rank runs at on n
+// ranks: n/2 below treeMin, as the star and the chain do not care; from it
+// every root up to 64 ranks and 3 KiB, else the ends, the middle and the
+// head of rank 0's last kid (the tree's right edge, which the chain's
+// result goes up); under the race detector every root up to 40 ranks and
+// beyond two of them.
+func roots(n, size int) []int {
+	switch {
+	case n < treeMin:
+		return []int{n / 2}
+	case n <= 64 && size <= 3<<10+3 && !(raceOn && n > 40):
+		out := make([]int, n)
+		for r := range out {
+			out[r] = r
+		}
+		return out
+	case raceOn:
+		return []int{1, n - 1}
+	}
+	kids := topo.Children(n, 0)
+	out := []int{0, 1, n / 2, n - 1, kids[len(kids)-1]}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
 
 // testFold is a reduction of 8-byte elements by op on their bits. It
 // checks the alignment Fold promises.
@@ -79,7 +114,7 @@ func folds(n, size int) []*testFold {
 		{name: "int64-sum", op: func(a, b uint64) uint64 { return uint64(int64(a) + int64(b)) }},
 		{name: "float64-sum", op: func(a, b uint64) uint64 { return math.Float64bits(f64(a) + f64(b)) }},
 	}
-	if size == 8 && n <= 9 || size == chainMin && n <= 5 {
+	if size == 8 && (n <= 9 || n == 40) || size == chainMin && n <= 5 {
 		fs = append(fs,
 			&testFold{name: "int64-min", op: func(a, b uint64) uint64 { return uint64(min(int64(a), int64(b))) }},
 			&testFold{name: "float64-max", op: func(a, b uint64) uint64 { return math.Float64bits(max(f64(a), f64(b))) }})
@@ -114,7 +149,21 @@ func sizes(kind Kind, n int) []int {
 	reduces := kind == Reduce || kind == Allreduce || kind == ReduceScatter
 	targets := []int{0, 8, 3 << 10, chainMin - 8, chainMin, chainMin + 8}
 	switch {
-	case gathers && n > 9:
+	case n >= treeMin && n <= 40:
+		// chainMin: the tree's subtrees of more than a chunk, and the
+		// reductions on both sides of the chain.
+		targets = []int{0, 8, 3 << 10}
+		if kind == Gather || !gathers {
+			targets = append(targets, chainMin-8, chainMin)
+		}
+		if !gathers {
+			targets = append(targets, chainMin+8)
+		}
+	case n > 100 && kind == Alltoall:
+		return nil // pairwise, as on fewer ranks; n² frames
+	case n > 100 && gathers:
+		targets = targets[:2] // a few KiB a rank are MiBs a result
+	case n > 100 || gathers && n > 9 || raceOn && n > 64:
 		targets = targets[:3]
 	case n > 9:
 		targets = targets[:5]
@@ -122,7 +171,11 @@ func sizes(kind Kind, n int) []int {
 	if n > 1 && n <= bruckRanks {
 		targets = append(targets, bruckMax/n, bruckMax/n+8)
 	}
-	if slices.Contains(chunkRanks, n) && !(gathers && n > 3) {
+	switch {
+	case !slices.Contains(chunkRanks, n) || gathers && n > 3 || kind == Alltoall && n >= treeMin:
+	case raceOn && n >= treeMin:
+		targets = append(targets, chunk+8)
+	default:
 		targets = append(targets, chunk, chunk+8, 300<<10)
 	}
 	if reduces && n == 2 {
@@ -130,6 +183,9 @@ func sizes(kind Kind, n int) []int {
 	}
 	if bytesOnly {
 		targets = append(targets, 5, 3<<10+3) // no whole elements
+		if n > 100 && gathers {
+			targets = targets[:len(targets)-1]
+		}
 	}
 	var out []int
 	for _, x := range targets {
@@ -181,7 +237,7 @@ func TestMatrix(t *testing.T) {
 			t.Parallel()
 			most := 0
 			for _, kind := range matrixKinds {
-				most = max(most, slices.Max(sizes(kind, n)))
+				most = max(most, slices.Max(append(sizes(kind, n), 0)))
 			}
 			all := ranksData(n, most)
 			t.Run("barrier", func(t *testing.T) { checkBarrier(t, n) })
@@ -189,7 +245,12 @@ func TestMatrix(t *testing.T) {
 				for _, size := range sizes(kind, n) {
 					t.Run(fmt.Sprintf("%s/%dB", kind, size), func(t *testing.T) {
 						t.Parallel()
-						checkMoves(t, kind, prefix(all, size))
+						for _, root := range roots(n, size) {
+							checkMoves(t, Run, kind, prefix(all, size), root)
+							if !rooted(kind) {
+								break
+							}
+						}
 					})
 				}
 			}
@@ -199,7 +260,12 @@ func TestMatrix(t *testing.T) {
 						t.Run(fmt.Sprintf("%s/%dB/%s", kind, size, f.name), func(t *testing.T) {
 							t.Parallel()
 							f.t = t
-							checkReduction(t, kind, prefix(all, size), f)
+							for _, root := range roots(n, size) {
+								checkReduction(t, Run, kind, prefix(all, size), f, root)
+								if !rooted(kind) {
+									break
+								}
+							}
 						})
 					}
 				}
@@ -217,11 +283,15 @@ func checkBarrier(t *testing.T, n int) {
 	}
 }
 
-// checkMoves runs a collective that moves data without folding it.
-func checkMoves(t *testing.T, kind Kind, data [][]byte) {
+// rooted reports whether a call of kind has a root.
+func rooted(kind Kind) bool {
+	return kind == Bcast || kind == Reduce || kind == Gather || kind == Scatter
+}
+
+// checkMoves runs a collective that moves data without folding it, by s.
+func checkMoves(t *testing.T, s Schedule, kind Kind, data [][]byte, root int) {
 	n, size := len(data), len(data[0])
-	root := n / 2
-	_, res, errs := run(t, n, func(l *fakeLink) Call {
+	_, res, errs := runBy(t, n, s, func(l *fakeLink) Call {
 		c := Call{Kind: kind, Data: data[l.rank]}
 		switch kind {
 		case Bcast, Scatter:
@@ -259,8 +329,8 @@ func checkMoves(t *testing.T, kind Kind, data [][]byte) {
 	}
 }
 
-// checkReduction runs a reduction of every rank's data by f.
-func checkReduction(t *testing.T, kind Kind, data [][]byte, f *testFold) {
+// checkReduction runs a reduction of every rank's data by f, by s.
+func checkReduction(t *testing.T, s Schedule, kind Kind, data [][]byte, f *testFold, root int) {
 	n, size := len(data), len(data[0])
 	sum := wantFold(f.op, data)
 	if f.name == "float64-sum" && n >= 3 && size >= 64 {
@@ -271,8 +341,7 @@ func checkReduction(t *testing.T, kind Kind, data [][]byte, f *testFold) {
 			t.Fatalf("the test data's float sum does not depend on the order")
 		}
 	}
-	root := n / 2
-	_, res, errs := run(t, n, func(l *fakeLink) Call {
+	_, res, errs := runBy(t, n, s, func(l *fakeLink) Call {
 		l.desc = size
 		c := Call{Kind: kind, Data: data[l.rank], Fold: f}
 		if kind == Reduce {

@@ -1,0 +1,241 @@
+package sched
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"sperli/runtime/topo"
+)
+
+// TestChooseUpTo32: on 1 to 32 ranks every call runs by the line it ran by
+// before issue 21 (measured, docs/benchmarks.md), which before writes out;
+// from treeMin ranks by the tree, the chain, the ring or pairwise.
+func TestChooseUpTo32(t *testing.T) {
+	for _, kind := range append(slices.Clone(matrixKinds), Barrier) {
+		for size := 1; size <= 40; size++ {
+			for _, n := range []int{0, 8, 16 << 10 / size, 64<<10/size - 8, 64<<10/size + 8, 64<<10 - 8, 64 << 10, 1 << 20} {
+				want := before(kind, size, n)
+				if size >= treeMin {
+					want = beyond32(kind, n)
+				}
+				if r, ok := Choose(kind, size, n); !ok || r.Name != want {
+					t.Errorf("Choose(%s, %d, %d) = %q, %v; want %q, true", kind, size, n, r.Name, ok, want)
+				}
+			}
+		}
+	}
+}
+
+// before is the table as it was before issue 21 (bruckRanks 4, bruckMax
+// and chainMin 64 KiB).
+func before(kind Kind, size, n int) string {
+	large := size > 1 && n >= 64<<10
+	small := size > 1 && size <= 4 && size*n <= 64<<10
+	switch kind {
+	case Barrier:
+		if size <= 4 {
+			return "dissemination"
+		}
+		return "star"
+	case Bcast:
+		if large {
+			return "chain"
+		}
+		return "star"
+	case Reduce, Allreduce, ReduceScatter, Allgather:
+		switch {
+		case large && kind == Allgather:
+			return "ring"
+		case large:
+			return "blocks"
+		case small:
+			return "bruck"
+		}
+		return "star"
+	case Alltoall:
+		return "pairwise"
+	}
+	return "star"
+}
+
+// beyond32 is the line of a call on treeMin ranks or more.
+func beyond32(kind Kind, n int) string {
+	switch {
+	case kind == Alltoall:
+		return "pairwise"
+	case n >= 64<<10 && kind == Allgather:
+		return "ring"
+	case n >= 64<<10 && (kind == Reduce || kind == Allreduce || kind == ReduceScatter):
+		return "chain"
+	}
+	return "tree"
+}
+
+// treeLines are the lines of the table that run on treeMin ranks or more,
+// by their kind and name, with the most partners a rank may have in one
+// call of them at any size (topo.Radix is 8): the tree's parent and kids;
+// the chain's, plus its neighbours on the chain, one of which is its
+// parent or first kid where it has kids; the ring's two neighbours.
+// alltoall's pairwise exchange has every rank a partner, by definition.
+var treeLines = []struct {
+	kind     Kind
+	name     string
+	partners int
+}{
+	{Barrier, "tree", topo.Radix + 1},
+	{Bcast, "tree", topo.Radix + 1},
+	{Gather, "tree", topo.Radix + 1},
+	{Scatter, "tree", topo.Radix + 1},
+	{Reduce, "tree", topo.Radix + 1},
+	{Allreduce, "tree", topo.Radix + 1},
+	{ReduceScatter, "tree", topo.Radix + 1},
+	{Allgather, "tree", topo.Radix + 1},
+	{Reduce, "chain", topo.Radix + 2},
+	{Allreduce, "chain", topo.Radix + 2},
+	{ReduceScatter, "chain", topo.Radix + 2},
+	{Allgather, "ring", 2},
+}
+
+// line is the table's line of kind named name.
+func line(t *testing.T, kind Kind, name string) Rule {
+	t.Helper()
+	for _, r := range table {
+		if r.Kind == kind && r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("the table has no line %s %s", kind, name)
+	return Rule{}
+}
+
+// TestPartners: at 1,024 ranks a rank sends to or takes from at most the
+// line's partners in one call (the bound of treeLines) and only ranks it
+// keeps links to anyway in the job's topology (topo.Neighbours: its tree
+// parent and kids and two ring neighbours on each side), whatever the
+// root; and over all the calls together too. The lines run their
+// schedules directly at 8 bytes a rank (the chain's and the ring's
+// partners do not depend on the size that chooses them).
+func TestPartners(t *testing.T) {
+	const n = 1024
+	union := make([]map[int]bool, n)
+	for r := range union {
+		union[r] = make(map[int]bool)
+	}
+	for _, tl := range treeLines {
+		if tl.name == "ring" && raceOn {
+			continue // a million frames: seconds, half a minute under the race detector
+		}
+		rule := line(t, tl.kind, tl.name)
+		rs := []int{0}
+		switch {
+		case rooted(tl.kind) && raceOn:
+			rs = []int{555}
+		case rooted(tl.kind):
+			rs = []int{0, 1, 555, n - 1}
+		}
+		for _, root := range rs {
+			links, _, errs := runBy(t, n, rule.Run, func(l *fakeLink) Call {
+				c := Call{Kind: tl.kind, Root: root, Data: make([]byte, 8)}
+				switch tl.kind {
+				case Barrier:
+					c.Data = nil
+				case ReduceScatter, Scatter:
+					c.Data = make([]byte, 8*n)
+				}
+				if tl.kind == Reduce || tl.kind == Allreduce || tl.kind == ReduceScatter {
+					c.Fold = folds(n, 8)[0]
+				}
+				l.desc = descLen(tl.kind, l.rank, root, len(c.Data))
+				return c
+			})
+			most, at := 0, 0
+			for r, l := range links {
+				if errs[r] != nil {
+					t.Fatalf("%s %s at rank %d: %v", tl.kind, tl.name, r, errs[r])
+				}
+				if len(l.partners) > most {
+					most, at = len(l.partners), r
+				}
+				nb := topo.Neighbours(n, r, nil)
+				for p := range l.partners {
+					union[r][p] = true
+					if !slices.Contains(nb, p) {
+						t.Errorf("%s %s (root %d): rank %d has rank %d as a partner, not a topo neighbour %v", tl.kind, tl.name, root, r, p, nb)
+					}
+				}
+			}
+			t.Logf("%s %s, root %d: at most %d partners (rank %d)", tl.kind, tl.name, root, most, at)
+			if most > tl.partners {
+				t.Errorf("%s %s (root %d): rank %d has %d partners, want at most %d", tl.kind, tl.name, root, at, most, tl.partners)
+			}
+		}
+	}
+	most := 0
+	for _, u := range union {
+		most = max(most, len(u))
+	}
+	t.Logf("all lines together: at most %d partners a rank", most)
+	if most > topo.Radix+2 {
+		t.Errorf("all lines together: a rank has %d partners, want at most %d", most, topo.Radix+2)
+	}
+}
+
+// TestTreeSmall runs the tree's and the chain's lines on 1 to 32 ranks,
+// which the table does not choose them for, so that every shape of the
+// tree meets them: a rank alone, kids that are leaves, a last part
+// shorter than the others. Data of none and 8 bytes a rank at every root,
+// and on 3 and 10 ranks of more than a chunk at two roots; float sums in
+// rank order.
+func TestTreeSmall(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4, 9, 10, 11, 17, 24} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			t.Parallel()
+			for _, tl := range treeLines {
+				if tl.name == "ring" && n == 1 {
+					continue // the table runs the ring on 2 ranks or more
+				}
+				rule := line(t, tl.kind, tl.name)
+				unit := 8
+				if tl.kind == Scatter || tl.kind == ReduceScatter {
+					unit = 8 * n
+				}
+				for _, size := range []int{0, unit, (chunk/unit + 1) * unit} {
+					if size > unit && n != 3 && n != 10 {
+						continue
+					}
+					data := ranksData(n, size)
+					rs := []int{0}
+					switch {
+					case rooted(tl.kind) && size <= unit:
+						rs = make([]int, n) // every root
+						for r := range rs {
+							rs[r] = r
+						}
+					case rooted(tl.kind):
+						rs = []int{n / 3, n - 1}
+					}
+					for _, root := range rs {
+						switch tl.kind {
+						case Barrier:
+							checkBarrierBy(t, rule.Run, n)
+						case Reduce, Allreduce, ReduceScatter:
+							checkReduction(t, rule.Run, tl.kind, data, folds(n, size)[1], root)
+						default:
+							checkMoves(t, rule.Run, tl.kind, data, root)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func checkBarrierBy(t *testing.T, s Schedule, n int) {
+	_, res, errs := runBy(t, n, s, func(l *fakeLink) Call { return Call{Kind: Barrier} })
+	for r := range n {
+		if errs[r] != nil || len(res[r]) != 0 {
+			t.Errorf("barrier at rank %d = %d bytes, %v; want none, nil", r, len(res[r]), errs[r])
+		}
+	}
+}
