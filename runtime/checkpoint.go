@@ -272,7 +272,11 @@ func concat(recs [][]byte) []byte {
 // sysSend starts an internal message; sysRecv waits for one.
 func (c *Comm) sysSend(dest int, tag uint32, data []byte) (*mesh.Frame, error) {
 	f := &mesh.Frame{H: wire.Header{Type: wire.Checkpoint, Incarnation: c.inc, Tag: tag, Length: uint32(len(data))}, Payload: data, Counted: true, Done: make(chan struct{})}
-	return f, c.peers[dest].Enqueue(f)
+	p := c.linkRank(dest)
+	if p == nil {
+		return f, fmt.Errorf("no link to rank %d", dest)
+	}
+	return f, p.Enqueue(f)
 }
 
 func (c *Comm) sysRecv(ctx context.Context, src int, tag uint32) ([]byte, error) {
@@ -284,12 +288,12 @@ func (c *Comm) sysRecv(ctx context.Context, src int, tag uint32) ([]byte, error)
 		return nil, err
 	}
 	if c.match.post(r) {
-		c.consumedLocked(c.peers[src], r.cost)
+		c.consumedLocked(c.peerRank(src), r.cost)
 		c.mu.Unlock()
 		return r.data, nil
 	}
 	c.mu.Unlock()
-	if p := c.peers[src]; p != nil {
+	if p := c.peerRank(src); p != nil {
 		p.ReadFor(ctx, r.done)
 	}
 	select {

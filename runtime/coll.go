@@ -254,7 +254,7 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 			c.mu.Unlock()
 			return f, nil
 		}
-		if p := c.peerAt(from); p != nil && p.Bye() {
+		if p := c.peerAt(from); p != nil && p.Finished() {
 			c.mu.Unlock()
 			return collFrame{}, c.mismatch("collective mismatch in call %d: rank %d finished instead of calling %s", k, from, describe(kind, mine))
 		}
@@ -327,7 +327,7 @@ func (c *Comm) void(k uint64, mine wire.Call, why string) error {
 	c.mu.Unlock()
 	payload := wire.AppendCall(nil, mine)
 	for r := 0; r < c.size; r++ {
-		if p := c.peerAt(r); p != nil {
+		if p := c.linkAt(r); p != nil {
 			_ = p.Enqueue(&mesh.Frame{H: wire.Header{Type: wire.Collective, Incarnation: c.inc, Flags: wire.FlagVoid, Tag: c.ctxID, Seq: k, Length: uint32(len(payload))}, Payload: payload, Counted: true})
 		}
 	}
@@ -377,7 +377,10 @@ func (cc *collCall) Send(to int, ack bool, data []byte) error {
 	f := &mesh.Frame{H: wire.Header{Type: wire.Collective, Incarnation: cc.c.inc, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, Head: head, Payload: data, Counted: true, Done: make(chan struct{})}
 	cc.sent = append(cc.sent, f)
 	countCollFrame(collKind(cc.mine.Kind), true, len(data))
-	p := cc.c.peerAt(to)
+	p := cc.c.linkAt(to)
+	if p == nil {
+		return cc.sendErr(&codes.Error{Code: codes.OutOfRange, Rank: to, Msg: fmt.Sprintf("%s: a frame to rank %d, this rank itself", collKind(cc.mine.Kind), to)})
+	}
 	var err error
 	if len(data) <= directMax {
 		err = p.Post(f)

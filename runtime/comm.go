@@ -53,8 +53,8 @@ type core struct {
 	spin time.Duration // the reads' spin limit (spin.go)
 
 	world    *Comm
-	peers    []*peer // by job rank of this generation; nil at this rank's own index
-	slotRank []int   // job rank of each slot in this generation, -1 for a spare or a lost slot
+	ranks    []int // the slot of each job rank of this generation (its links are the slots')
+	slotRank []int // job rank of each slot in this generation, -1 for a spare or a lost slot
 	layout   elastic.Layout
 
 	failedSlots map[int]string // slots known lost with LossReturn (ulfm.go), and why; under mu
@@ -80,6 +80,8 @@ type core struct {
 	ckpt     ckptState
 	ckptMu   sync.Mutex    // one checkpoint or resume at a time
 	failures []job.Failure // the test-only failure schedule
+
+	fin finState // the end of the job in this generation (fin.go)
 
 	// recovering is set when this generation was abandoned for the next
 	// (SPEC §10.2): its end is not the job's. abandoned (under mu) stops
@@ -140,7 +142,7 @@ func (l *links) genComm(j *Job, inc uint32, ranks []int) *Comm {
 		links:    l,
 		job:      j,
 		inc:      inc,
-		peers:    make([]*peer, len(ranks)),
+		ranks:    ranks,
 		slotRank: make([]int, l.slots),
 		match:    newMatcher(len(ranks)),
 		open:     make(map[any]struct{}),
@@ -151,6 +153,7 @@ func (l *links) genComm(j *Job, inc uint32, ranks []int) *Comm {
 
 		failedSlots: make(map[int]string),
 	}
+	co.fin.init()
 	c := &Comm{core: co, rank: -1, size: len(ranks)}
 	for s := range co.slotRank {
 		co.slotRank[s] = -1
@@ -164,18 +167,7 @@ func (l *links) genComm(j *Job, inc uint32, ranks []int) *Comm {
 	co.world = c
 	co.comms[0] = c
 	c.coll.init(len(ranks))
-	c.bind()
 	return c
-}
-
-// bind points the communicator's peers (by job rank) at the slots'
-// connections.
-func (c *Comm) bind() {
-	for s, r := range c.slotRank {
-		if r >= 0 {
-			c.peers[r] = c.links.peers[s]
-		}
-	}
 }
 
 // from is the job rank in this generation of the slot p connects to, -1
@@ -215,11 +207,13 @@ func (c *Comm) end(err error, tell *wire.Reason) bool {
 	return true
 }
 
-// tell sends an abort frame with reason r to every slot still connected.
+// tell sends an abort frame with reason r on every link still up: each
+// slot that learns of the end passes it on, so it reaches every slot
+// (SPEC §18, news for all).
 func (c *Comm) tell(r wire.Reason) {
 	payload := wire.AppendReason(nil, r)
-	for _, p := range c.links.peers {
-		if p != nil && !p.Gone() {
+	for _, p := range c.links.peerList() {
+		if !p.Gone() {
 			p.Final(wire.Abort, payload)
 		}
 	}
@@ -235,10 +229,8 @@ func (c *Comm) lost(rank int, why string) {
 		Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost},
 	}
 	c.end(err, &wire.Reason{Code: codes.PeerLost, Cause: codes.CauseLost, Rank: int32(rank), Msg: err.Error()})
-	if rank >= 0 && rank < len(c.peers) {
-		if p := c.peers[rank]; p != nil {
-			p.Close()
-		}
+	if p := c.peerRank(rank); p != nil {
+		p.Close()
 	}
 }
 
@@ -283,7 +275,7 @@ func (c *Comm) ended(from int, r wire.Reason) {
 // an error it returns ends the job with this rank as the failed one.
 func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 	from := c.from(p)
-	if from < 0 && h.Type != wire.Abort && h.Type != wire.Bye {
+	if from < 0 && h.Type != wire.Abort && h.Type != wire.Bye && h.Type != wire.Fin {
 		return violation(p.rank, "slot %d, a spare in generation %d, sent a %s frame", p.rank, c.inc, h.Type)
 	}
 	switch h.Type {
@@ -311,21 +303,12 @@ func (c *Comm) dispatch(p *peer, h wire.Header, payload []byte) error {
 	case wire.Bye:
 		p.SetBye()
 		if from >= 0 {
-			c.mu.Lock()
-			ops := c.match.cancelFrom(from)
-			wild := c.anySourceEndsLocked(-1, "") // errors set
-			c.mu.Unlock()
-			for _, op := range ops {
-				// The same error as a receive posted after the bye (StartRecv).
-				op.err = &codes.Error{Code: codes.Finished, Op: "recv", Rank: from, Msg: fmt.Sprintf("recv: rank %d has finished: recv(%d, %d) can never be matched", from, from, op.tag)}
-				close(op.done)
-			}
-			for _, op := range wild {
-				close(op.done)
-			}
+			c.peerFinished(p, from)
 		}
 		c.wakeAll()
 		c.links.byeSeen()
+	case wire.Fin:
+		return c.finIn(p, payload)
 	case wire.Abort:
 		r, err := wire.DecodeReason(payload)
 		if err != nil {
@@ -448,8 +431,8 @@ func (c *Comm) StartSend(dest, tag int, data []byte) (*SendOp, error) {
 		close(f.Done)
 		return op, nil
 	}
-	p := c.peerAt(dest)
-	if p.Bye() {
+	p := c.linkAt(dest)
+	if p.Finished() {
 		c.mu.Unlock()
 		return nil, &codes.Error{Code: codes.Finished, Op: "send", Rank: dest, Msg: fmt.Sprintf("send: rank %d has finished", dest)}
 	}
@@ -492,8 +475,8 @@ func (c *Comm) sendNow(ctx context.Context, dest, tag int, data []byte) error {
 		c.mu.Unlock()
 		return err
 	}
-	p := c.peerAt(dest)
-	if dest == c.rank || p.Bye() {
+	p := c.linkAt(dest)
+	if dest == c.rank || p.Finished() {
 		c.mu.Unlock()
 		op, err := c.StartSend(dest, tag, data)
 		if err != nil {
@@ -527,7 +510,7 @@ func (c *Comm) linkErr(op string, to int, err error) error {
 	if de := c.deadErr(); de != nil {
 		return de
 	}
-	if p := c.peerAt(to); p != nil && !p.Bye() {
+	if p := c.peerAt(to); p != nil && !p.Finished() {
 		// The peer may have ended with an abort (or said bye) that is
 		// still unread: its reader takes what it sent first, so that the
 		// job's end is told by its cause, not taken for a loss of the
@@ -549,7 +532,7 @@ func (c *Comm) linkErr(op string, to int, err error) error {
 		if de := c.deadErr(); de != nil {
 			return de
 		}
-		if !p.Bye() {
+		if !p.Finished() {
 			p.l.lost(p.rank, "connection broke without bye")
 		}
 	}
@@ -654,12 +637,12 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 	}
 	c.open[op] = struct{}{}
 	if c.match.post(r) {
-		c.consumedLocked(c.peers[r.gotSrc], r.cost)
+		c.consumedLocked(c.peerRank(r.gotSrc), r.cost)
 		c.mu.Unlock()
 		close(r.done)
 		return op, nil
 	}
-	if p := c.peerOf(r); p != nil && p.Bye() {
+	if p := c.peerOf(r); p != nil && p.Finished() {
 		c.match.cancelFrom(r.src) // the job rank: the matcher's ranks are the job's
 		c.mu.Unlock()
 		r.err = &codes.Error{Code: codes.Finished, Op: "recv", Rank: source, Msg: fmt.Sprintf("recv: rank %d has finished: recv(%d, %d) can never be matched", source, source, tag)}
@@ -784,19 +767,15 @@ func (c *Comm) SetSilence(ms int) error {
 	// The new limit counts from now: peers heartbeat at the old pace until
 	// they hear of it.
 	now := time.Now().UnixNano()
-	for _, p := range c.links.peers {
-		if p != nil {
-			p.SetLastHeard(now)
-		}
+	for _, p := range c.links.peerList() {
+		p.SetLastHeard(now)
 	}
 	c.silenceMS.Store(int64(ms))
 	c.reschedule()
 	var b [4]byte
 	binary.BigEndian.PutUint32(b[:], uint32(ms))
-	for _, p := range c.links.peers {
-		if p != nil {
-			p.Control(wire.Silence, b[:])
-		}
+	for _, p := range c.links.peerList() {
+		p.Control(wire.Silence, b[:])
 	}
 	c.heartbeatAll()
 	return nil
@@ -831,8 +810,9 @@ func (c *Comm) Fail(err error) {
 	c.Close()
 }
 
-// Finish says bye to every peer, waits until every peer has said bye too
-// (or is gone), and closes the connections. Later calls return H1617.
+// Finish tells every peer this rank finished, waits until every rank of
+// the job has (or is lost: fin.go), says bye on every link, waits for
+// the peers' byes, and closes the connections. Later calls return H1617.
 // Finishing with operations still open is an error (H1617) that names them;
 // the communicator is finished all the same.
 func (c *Comm) Finish() error {
@@ -864,19 +844,34 @@ func (c *Comm) Finish() error {
 		openErr = codes.New(codes.Finished, "finish with %d open operation(s): %s", len(names), strings.Join(names, ", "))
 	}
 	c.mu.Unlock()
+	// Every rank's end first (fin.go): this one's is told on every link,
+	// behind its data, and the job is done when the tree says so.
+	c.fin.mu.Lock()
+	c.fin.finished = true
+	c.fin.mu.Unlock()
+	if c.rank >= 0 { // a spare has no program to finish
+		var slots []int
+		for _, p := range c.links.peerList() {
+			slots = append(slots, p.rank)
+		}
+		c.finSend(slots, finFinished)
+	}
+	c.finStep()
+	select {
+	case <-c.fin.done:
+	case <-c.dead:
+	}
 	c.closingNow.Store(true)
-	for _, p := range c.links.peers {
-		if p != nil && !p.Gone() {
+	for _, p := range c.links.peerList() {
+		// A peer whose bye came first still reads until this one's.
+		if !p.Gone() || p.Bye() {
 			_ = p.Enqueue(&mesh.Frame{H: wire.Header{Type: wire.Bye, Incarnation: c.inc}})
 			p.ReadSoon() // the peer's bye
 		}
 	}
 	// Wait for every peer's bye (or its end), so that closing never resets a
 	// connection with data the peer has not read yet.
-	for _, p := range c.links.peers {
-		if p == nil {
-			continue
-		}
+	for _, p := range c.links.peerList() {
 		for !p.Gone() {
 			select {
 			case <-c.dead:
@@ -910,16 +905,15 @@ func (c *Comm) Close() {
 	c.closeMu.Do(func() {
 		c.closingNow.Store(true)
 		c.end(&codes.Error{Code: codes.Finished, Op: "close", Rank: -1, Msg: "the communicator is closed"}, nil)
+		c.links.stopLinks()
 		var wg sync.WaitGroup
-		for _, p := range c.links.peers {
-			if p != nil {
-				wg.Add(1)
-				go func(p *peer) {
-					defer wg.Done()
-					p.CloseGracefully(time.Second)
-					p.Wait()
-				}(p)
-			}
+		for _, p := range c.links.peerList() {
+			wg.Add(1)
+			go func(p *peer) {
+				defer wg.Done()
+				p.CloseGracefully(time.Second)
+				p.Wait()
+			}(p)
 		}
 		wg.Wait()
 		close(c.stopMon)

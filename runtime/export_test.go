@@ -26,7 +26,14 @@ func InjectForTest(c *Comm, dest int, inc uint32, tag int, data []byte) {
 	h := wire.Header{Type: wire.Data, Incarnation: inc, Source: uint32(c.rank), Tag: uint32(tag), Length: uint32(len(data))}
 	b := make([]byte, wire.HeaderSize, wire.HeaderSize+len(data))
 	h.Put(b)
-	c.peers[dest].WriteRaw(append(b, data...))
+	linkedForTest(c, c.ranks[dest]).WriteRaw(append(b, data...))
+}
+
+// linkedForTest is c's link to slot, made and attached now if it is not.
+func linkedForTest(c *Comm, slot int) *peer {
+	p := c.links.link(slot)
+	<-p.Ready()
+	return p
 }
 
 // SpinLimitForTest is spinLimit: the read spin limit of rank j.Rank.
@@ -34,7 +41,9 @@ var SpinLimitForTest = spinLimit
 
 // PeerSpinForTest is the spin limit of c's connection to rank r, or -1
 // when that connection stays in Go's poller (no fdConn below its TLS).
-func PeerSpinForTest(c *Comm, r int) time.Duration { return c.peers[r].SpinLimit() }
+func PeerSpinForTest(c *Comm, r int) time.Duration {
+	return linkedForTest(c, c.ranks[r]).SpinLimit()
+}
 
 // CountCPUListForTest is countCPUList.
 var CountCPUListForTest = countCPUList
@@ -47,7 +56,7 @@ var HostCPUsForTest = hostCPUs
 // tests is a rank that has joined with valid credentials and then lies on
 // the wire. Test only.
 func RawWriteForTest(c *Comm, dest int, b []byte) error {
-	return c.links.peers[dest].WriteRaw(b)
+	return linkedForTest(c, dest).WriteRaw(b)
 }
 
 // FrameCostForTest is mesh.FrameCost: the credit a frame of n payload bytes
@@ -83,11 +92,14 @@ func CrashForTest(c *Comm) {
 	close(c.stopRec)
 	<-c.recDone
 	c.stopRec = make(chan struct{})
-	for _, p := range c.links.peers {
-		if p != nil {
+	for _, p := range c.links.peerList() {
+		if p.Attached() {
 			p.Break()
+		} else {
+			p.Close()
 		}
 	}
+	c.links.stopLinks() // a killed process accepts no connection either
 }
 
 // DefaultSpinForTest is defaultSpin.
@@ -118,4 +130,16 @@ func RequestForTest(ctx context.Context, w *WorkQueue) error {
 	}
 	w.held, w.asked = nil, true
 	return nil
+}
+
+// LinkedForTest lists the slots c's slot has a link to whose connection
+// is made and not ended, in slot order.
+func LinkedForTest(c *Comm) []int {
+	var out []int
+	for _, p := range c.links.peerList() {
+		if p.Attached() && !p.Gone() {
+			out = append(out, p.rank)
+		}
+	}
+	return out
 }

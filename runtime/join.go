@@ -21,6 +21,7 @@ import (
 	"sperli/job"
 	"sperli/pki"
 	"sperli/runtime/mesh"
+	"sperli/runtime/topo"
 	"sperli/wire"
 )
 
@@ -42,12 +43,27 @@ type joinState struct {
 	j        *Job
 	pool     *x509.CertPool
 	cert     tls.Certificate
-	deadline time.Time
+	deadline time.Time     // the end of the join window
 	spin     time.Duration // the reads' spin limit once joined (spin.go)
+	fatalCh  chan error    // a dial refused for good during the join
 
 	mu      sync.Mutex
 	refusal map[int]error // the last refusal seen for each rank (-1: unknown rank)
 	logged  logLimit
+}
+
+// fatal ends the join with err (a dial refused for good).
+func (s *joinState) fatal(err error) {
+	select {
+	case s.fatalCh <- err:
+	default:
+	}
+}
+
+// addrOf is where slot listens.
+func (s *joinState) addrOf(slot int) string {
+	h := s.j.Hosts[slot]
+	return net.JoinHostPort(h.Host, strconv.Itoa(h.Port))
 }
 
 // refused records the last refusal seen for rank and logs it, at most one
@@ -104,13 +120,16 @@ func temporaryAccept(err error) bool {
 	return false
 }
 
-// join joins the job of j (SPEC §4, §6) in the process pr describes: it
-// listens for every lower rank, dials every higher one, exchanges and
-// checks tokens, and returns the communicator once every peer is
-// connected. It fails with the code of the first check that refused this
-// rank, or when the join window ends without a peer with that peer's last
-// refusal code (H1610 if there was none). Cancelling ctx cancels the join;
-// so does the end of the launcher's control channel.
+// join joins the job of j (SPEC §4, §6, §18) in the process pr
+// describes: it listens (for its whole life: links are made on demand
+// after the join too), makes the links of the spanning tree and the
+// observation ring (runtime/topo) — dialing the slots above it, waiting
+// for those below — exchanging and checking tokens, and returns the
+// communicator once they are all up. It fails with the code of the first
+// check that refused this rank, or when the join window ends without a
+// peer with that peer's last refusal code (H1610 if there was none).
+// Cancelling ctx cancels the join; so does the end of the launcher's
+// control channel.
 func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 	if err := j.Validate(); err != nil {
 		return nil, err
@@ -145,112 +164,50 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 		cert:     tls.Certificate{Certificate: [][]byte{j.Cert}, PrivateKey: key, Leaf: leaf},
 		deadline: time.Now().Add(j.JoinWindow()),
 		spin:     spin,
+		fatalCh:  make(chan error, 1),
 		refusal:  make(map[int]error),
 		logged:   make(logLimit),
 	}
-	ctx, cancel := context.WithDeadline(ctx, s.deadline)
-	defer cancel()
-
+	c.links.hs = s
 	ln, err := s.listener()
 	if err != nil {
 		return nil, err
 	}
-	defer ln.Close()
+	c.links.ln = ln
 	if j.Slots() == 1 {
 		c.start()
+		c.links.joined.Store(true)
 		return c, nil
 	}
+	c.links.acceptWG.Add(1)
+	go func() { defer c.links.acceptWG.Done(); s.acceptLoop(c.links.life, ln) }()
+	go c.monitor() // heartbeats on the links made so far while the others come
 
-	got, err := s.connect(ctx, cancel, ln, pr.ctlGone)
-	if err != nil {
+	jctx, cancel := context.WithDeadline(ctx, s.deadline)
+	defer cancel()
+	if err := c.links.joinLinks(jctx, topo.Neighbours(j.Slots(), j.Rank, nil), pr.ctlGone); err != nil {
+		c.closeJoin()
 		return nil, err
 	}
-	for r, jn := range got {
-		jn.conn.SetDeadline(time.Time{})
-		mesh.SetSpin(jn.conn, spin, &c.links.shared.Writing)
-		c.links.peers[r] = newPeer(c.links, r, jn.conn, jn.silence)
-		c.links.keys[r] = jn.key
-	}
-	c.bind()
-	for _, p := range c.links.peers {
-		if p != nil {
-			p.Start(got[p.rank].br)
-		}
-	}
-	c.start()
+	c.links.joined.Store(true)
+	c.startRest()
 	return c, nil
 }
 
-// connect makes the join's connections: it accepts every lower rank's on
-// ln and dials every higher rank, until every peer is connected (their
-// connections by rank), a dial fails for good, ctx ends (the join window)
-// or the launcher is gone (gone closes). On failure every connection is
-// closed. It ends the join's goroutines (cancel, ln closed) before it
-// returns.
-func (s *joinState) connect(ctx context.Context, cancel func(), ln net.Listener, gone <-chan struct{}) (map[int]joined, error) {
-	j := s.j
-	results := make(chan joined, j.Slots())
-	fatal := make(chan error, j.Slots())
-	var wg sync.WaitGroup
-	if j.Rank > 0 {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.acceptLoop(ctx, ln, results) }()
+// closeJoin ends a join that failed: its connections, listener, dials and
+// monitor.
+func (c *Comm) closeJoin() {
+	c.closingNow.Store(true)
+	c.end(codes.New(codes.Finished, "the join failed"), nil)
+	c.links.stopLinks()
+	for _, p := range c.links.peerList() {
+		p.Close()
+		p.Wait()
 	}
-	for r := j.Rank + 1; r < j.Slots(); r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			jn, err := s.dial(ctx, r)
-			if err != nil {
-				fatal <- err
-				return
-			}
-			results <- jn
-		}(r)
-	}
-	got := make(map[int]joined)
-	beats := make(map[int]func())
-	var failure error
-	for len(got) < j.Slots()-1 && failure == nil {
-		select {
-		case jn := <-results:
-			if _, dup := got[jn.rank]; dup {
-				jn.conn.Close()
-				continue
-			}
-			got[jn.rank] = jn
-			beats[jn.rank] = s.heartbeat(jn)
-		case err := <-fatal:
-			failure = err
-		case <-ctx.Done():
-			failure = s.timeout(got)
-		case <-gone:
-			failure = &codes.Error{Code: codes.JobEnded, Op: "join", Rank: -1, Msg: "the launcher is gone (end of the control channel)",
-				Cause: &codes.Cause{Kind: codes.CauseLauncher, Rank: -1, Code: codes.JobEnded}}
-		}
-	}
-	cancel()
-	ln.Close()
-	for _, stop := range beats {
-		stop()
-	}
-	wg.Wait()
-	// Late arrivals after a failure, and every connection on failure.
-	close(results)
-	for jn := range results {
-		if _, ok := got[jn.rank]; !ok && failure == nil {
-			got[jn.rank] = jn
-		} else if got[jn.rank].conn != jn.conn {
-			jn.conn.Close()
-		}
-	}
-	if failure != nil {
-		for _, jn := range got {
-			jn.conn.Close()
-		}
-		return nil, failure
-	}
-	return got, nil
+	close(c.stopMon)
+	<-c.monDone
+	close(c.stopRec)
+	close(c.recDone)
 }
 
 // ownCert checks j's certificate and key: this rank's, and a pair.
@@ -269,44 +226,14 @@ func ownCert(j *Job) (*x509.Certificate, ed25519.PrivateKey, error) {
 	return leaf, key, nil
 }
 
-// heartbeat keeps a joined connection alive while this rank's join goes on
-// with other peers: the peer may have finished its own join and started its
-// silence clock for this rank (protocol.md §6.1). It writes a heartbeat every
-// fifth of the smaller of both silence limits until the returned stop is
-// called; stop waits for it, so that the connection has one writer again.
-func (s *joinState) heartbeat(jn joined) (stop func()) {
-	every := time.Duration(s.c.silenceMS.Load()) * time.Millisecond
-	if peer := time.Duration(jn.silence) * time.Millisecond; peer > 0 && peer < every {
-		every = peer
-	}
-	every /= 5
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if sendFrame(jn.conn, wire.Heartbeat, s.j, nil) != nil {
-					return
-				}
-			}
-		}
-	}()
-	return func() { close(done); <-exited }
-}
-
 // timeout builds the error of a join window that ended: the last refusal
-// seen for the first missing rank, else H1610.
-func (s *joinState) timeout(got map[int]joined) error {
+// seen for the first link not made, else H1610.
+func (s *joinState) timeout(ps []*peer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for r := 0; r < s.j.Slots(); r++ {
-		if _, ok := got[r]; ok || r == s.j.Rank {
+	for _, p := range ps {
+		r := p.rank
+		if p.Attached() {
 			continue
 		}
 		if err := s.refusal[r]; err != nil {
@@ -315,16 +242,20 @@ func (s *joinState) timeout(got map[int]joined) error {
 		if err := s.refusal[-1]; err != nil && r < s.j.Rank {
 			return err
 		}
-		h := s.j.Hosts[r]
-		return &codes.Error{Code: codes.Unreachable, Op: "join", Rank: r, Msg: fmt.Sprintf("rank %d at %s not reachable within the join window (%v)", r, net.JoinHostPort(h.Host, strconv.Itoa(h.Port)), s.j.JoinWindow())}
+		return &codes.Error{Code: codes.Unreachable, Op: "join", Rank: r, Msg: fmt.Sprintf("rank %d at %s not reachable within the join window (%v)", r, s.addrOf(r), s.j.JoinWindow())}
 	}
 	return codes.New(codes.Unreachable, "join window ended")
 }
 
-// start launches the communicator's own goroutines.
+// start launches the communicator's own goroutines (a job of one slot).
 func (c *Comm) start() {
-	go c.links.rec.loop()
 	go c.monitor()
+	c.startRest()
+}
+
+// startRest launches the goroutines that begin once the join is done.
+func (c *Comm) startRest() {
+	go c.links.rec.loop()
 	if c.links.proc.ctlGone != nil {
 		go c.watchControl()
 	}
@@ -355,7 +286,12 @@ func (s *joinState) listener() (net.Listener, error) {
 	return ln, nil
 }
 
-func (s *joinState) acceptLoop(ctx context.Context, ln net.Listener, results chan<- joined) {
+// acceptLoop accepts the connections of the slots that dial this one,
+// for its whole life (links are made on demand after the join too): each
+// is handshaken by a goroutine of its own, so that a slow or hostile
+// client never holds the others up, and becomes a link when it passes
+// (accept).
+func (s *joinState) acceptLoop(ctx context.Context, ln net.Listener) {
 	go func() { <-ctx.Done(); ln.Close() }()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -387,15 +323,8 @@ func (s *joinState) acceptLoop(ctx context.Context, ln net.Listener, results cha
 				raw.Close()
 				return
 			}
-			jn, err := s.accept(ctx, conn)
-			if err != nil {
+			if _, err := s.accept(ctx, conn); err != nil {
 				conn.Close()
-				return
-			}
-			select {
-			case results <- jn:
-			default:
-				jn.conn.Close()
 			}
 		}()
 	}
@@ -406,7 +335,7 @@ func (s *joinState) acceptLoop(ctx context.Context, ln net.Listener, results cha
 // and the dialer's confirmation. Every refusal is logged, told to the dialer
 // where TLS allows, and leaves the listener waiting for the right peer.
 func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
-	raw.SetDeadline(s.deadline)
+	raw.SetDeadline(s.handshakeDeadline())
 	cfg := mesh.TLSConfig(s.cert)
 	cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	cfg.ClientCAs = s.pool
@@ -432,7 +361,10 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 		return joined{}, err
 	}
 	br := bufio.NewReaderSize(tc, 64<<10)
-	hello, err := readHello(br, rank)
+	hello, dup, err := readHello(br, rank)
+	if err == nil && dup {
+		err = codes.New(codes.HelloMalformed, "rank %d dialed with the dup flag, which only a listener sends", rank)
+	}
 	if err != nil {
 		s.refuseConn(tc, br, rank, err)
 		return joined{}, err
@@ -449,14 +381,22 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 		s.refuseConn(tc, br, rank, err)
 		return joined{}, err
 	}
-	if rank >= s.j.Rank {
-		err = codes.New(codes.TokenRank, "rank %d dialed rank %d; only lower ranks dial", rank, s.j.Rank)
+	if rank == s.j.Rank {
+		err = codes.New(codes.TokenRank, "rank %d dialed itself", rank)
 		s.refuseConn(tc, br, rank, err)
 		return joined{}, err
 	}
-	if err := writeHello(tc, s.j, s.c); err != nil {
+	l := s.c.links
+	dup, p, done := l.arbitrate(rank)
+	if err := writeHello(tc, s.j, s.c, dup); err != nil || dup {
+		// A dup: the dial of this slot (the lower) wins, or the link is
+		// there already; the dialer closes this connection.
+		if err == nil {
+			err = errDup
+		}
 		return joined{}, err
 	}
+	defer done()
 	// The dialer checks our token and confirms with a heartbeat, or refuses.
 	var hb [wire.HeaderSize]byte
 	h, err := wire.ReadHeader(br, hb[:], rank)
@@ -481,7 +421,18 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 		tc.Close()
 		return joined{}, err
 	}
-	return joined{rank: rank, conn: tc, br: br, silence: hello.SilenceMS, key: peerKey(tc)}, nil
+	jn := joined{rank: rank, conn: tc, br: br, silence: hello.SilenceMS, key: peerKey(tc)}
+	l.attach(p, jn)
+	return jn, nil
+}
+
+// handshakeDeadline is when a connection's handshake must be done: the
+// end of the join window during the join, a join window from now after.
+func (s *joinState) handshakeDeadline() time.Time {
+	if s.c.links.joined.Load() {
+		return time.Now().Add(s.j.JoinWindow())
+	}
+	return s.deadline
 }
 
 // refuseConn tells the peer the code of its refusal, then closes.
@@ -504,47 +455,58 @@ func sendFrame(w io.Writer, t wire.Type, j *Job, payload []byte) error {
 	return err
 }
 
-func writeHello(w io.Writer, j *Job, c *Comm) error {
-	return sendFrame(w, wire.Hello, j, wire.AppendHello(nil, wire.HelloBody{SilenceMS: uint32(c.silenceMS.Load()), Token: j.Token}))
+// writeHello sends this rank's hello; a listener's with dup set tells the
+// dialer that this connection is not the link (protocol.md §1.6).
+func writeHello(w io.Writer, j *Job, c *Comm, dup bool) error {
+	payload := wire.AppendHello(nil, wire.HelloBody{SilenceMS: uint32(c.silenceMS.Load()), Token: j.Token})
+	h := wire.Header{Type: wire.Hello, Incarnation: j.Incarnation, Source: uint32(j.Rank), Length: uint32(len(payload))}
+	if dup {
+		h.Flags = wire.FlagDup
+	}
+	buf := make([]byte, wire.HeaderSize+len(payload))
+	h.Put(buf)
+	copy(buf[wire.HeaderSize:], payload)
+	_, err := w.Write(buf)
+	return err
 }
 
 // readHello reads the peer's first frame, which must be a hello from rank
 // (or a refusal, returned as its code).
-func readHello(br *bufio.Reader, rank int) (wire.HelloBody, error) {
+func readHello(br *bufio.Reader, rank int) (_ wire.HelloBody, dup bool, _ error) {
 	var hb [wire.HeaderSize]byte
 	h, err := wire.ReadHeader(br, hb[:], wire.AnySource)
 	if err != nil {
 		if codes.As(err) == nil {
-			return wire.HelloBody{}, codes.Wrap(codes.HelloMalformed, err, "hello missing: %v", err)
+			return wire.HelloBody{}, false, codes.Wrap(codes.HelloMalformed, err, "hello missing: %v", err)
 		}
-		return wire.HelloBody{}, err
+		return wire.HelloBody{}, false, err
 	}
 	if h.Type != wire.Hello && h.Type != wire.Refuse {
-		return wire.HelloBody{}, codes.New(codes.HelloMalformed, "first frame is %s, want hello", h.Type)
+		return wire.HelloBody{}, false, codes.New(codes.HelloMalformed, "first frame is %s, want hello", h.Type)
 	}
 	if int(h.Source) != rank {
-		return wire.HelloBody{}, codes.New(codes.FrameMalformed, "hello says it is from rank %d, its certificate names rank %d", h.Source, rank)
+		return wire.HelloBody{}, false, codes.New(codes.FrameMalformed, "hello says it is from rank %d, its certificate names rank %d", h.Source, rank)
 	}
 	if h.Type == wire.Hello && h.Length > 7+wire.MaxToken {
 		// Checked before the payload is allocated: a hello is small.
-		return wire.HelloBody{}, codes.New(codes.HelloMalformed, "hello is %d bytes, limit %d", h.Length, 7+wire.MaxToken)
+		return wire.HelloBody{}, false, codes.New(codes.HelloMalformed, "hello is %d bytes, limit %d", h.Length, 7+wire.MaxToken)
 	}
 	p := make([]byte, h.Length)
 	if _, err := io.ReadFull(br, p); err != nil {
-		return wire.HelloBody{}, codes.Wrap(codes.HelloMalformed, err, "hello cut short: %v", err)
+		return wire.HelloBody{}, false, codes.Wrap(codes.HelloMalformed, err, "hello cut short: %v", err)
 	}
 	if h.Type == wire.Refuse {
 		r, err := wire.DecodeReason(p)
 		if err != nil {
-			return wire.HelloBody{}, err
+			return wire.HelloBody{}, false, err
 		}
-		return wire.HelloBody{}, &refusedError{&codes.Error{Code: r.Code, Rank: rank, Msg: fmt.Sprintf("refused by rank %d: %s", rank, reasonText(r))}}
+		return wire.HelloBody{}, false, &refusedError{&codes.Error{Code: r.Code, Rank: rank, Msg: fmt.Sprintf("refused by rank %d: %s", rank, reasonText(r))}}
 	}
 	hello, err := wire.DecodeHello(p)
 	if err == nil && (hello.SilenceMS < job.MinSilenceMS || hello.SilenceMS > job.MaxSilenceMS) {
 		err = codes.New(codes.HelloMalformed, "hello of rank %d says a silence limit of %d ms, want %d to %d", rank, hello.SilenceMS, job.MinSilenceMS, job.MaxSilenceMS)
 	}
-	return hello, err
+	return hello, h.Flags&wire.FlagDup != 0, err
 }
 
 // reasonText is a refusal's message without its leading code, which the
@@ -559,37 +521,6 @@ type refusedError struct{ err *codes.Error }
 
 func (e *refusedError) Error() string { return e.err.Error() }
 func (e *refusedError) Unwrap() error { return e.err }
-
-// dial runs the dialer's side of the join to rank r, trying again every
-// dialRetry until the window ends. A refusal by r ends the join with r's
-// code; a wrong listener is refused, logged, and dialed again.
-func (s *joinState) dial(ctx context.Context, r int) (joined, error) {
-	h := s.j.Hosts[r]
-	addr := net.JoinHostPort(h.Host, strconv.Itoa(h.Port))
-	var lastErr error
-	for {
-		jn, err, final := s.dialOnce(ctx, r, addr)
-		if err == nil {
-			return jn, nil
-		}
-		if final {
-			return joined{}, err
-		}
-		lastErr = err
-		select {
-		case <-ctx.Done():
-			s.mu.Lock()
-			ref := s.refusal[r]
-			s.mu.Unlock()
-			if ref != nil {
-				return joined{}, ref
-			}
-			return joined{}, &codes.Error{Code: codes.Unreachable, Op: "join", Rank: r, Err: lastErr,
-				Msg: fmt.Sprintf("rank %d at %s not reachable within the join window (%v): %v", r, addr, s.j.JoinWindow(), lastErr)}
-		case <-time.After(dialRetry):
-		}
-	}
-}
 
 func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined, err error, final bool) {
 	var tcp net.Conn
@@ -607,7 +538,7 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		tcp.Close()
 		return joined{}, err, false
 	}
-	raw.SetDeadline(s.deadline)
+	raw.SetDeadline(s.handshakeDeadline())
 	cfg := mesh.TLSConfig(s.cert)
 	cfg.RootCAs = s.pool
 	cfg.ServerName = s.j.Hosts[r].Host
@@ -640,12 +571,16 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		s.refused(r, e)
 		return joined{}, e, false
 	}
-	if err := writeHello(tc, s.j, s.c); err != nil {
+	if err := writeHello(tc, s.j, s.c, false); err != nil {
 		tc.Close()
 		return joined{}, err, false
 	}
 	br := bufio.NewReaderSize(tc, 64<<10)
-	hello, err := readHello(br, r)
+	hello, dup, err := readHello(br, r)
+	if err == nil && dup {
+		tc.Close()
+		return joined{}, errDup, false
+	}
 	if err != nil {
 		var re *refusedError
 		switch {

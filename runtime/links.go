@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/binary"
 	"net"
@@ -21,14 +22,23 @@ import (
 // monitor, the control channel. A generation's communicator (core) is
 // made over it and dropped whole when the job moves on to the next.
 type links struct {
-	self  int     // this process's slot
-	slots int     // the job's ranks and spares
-	peers []*peer // by slot; nil at self
-	// own signs this slot's decisions in an agreement; keys are the
-	// peers' certificates' keys, by slot, that verify theirs (set by the
-	// join, read-only after it).
-	own  ed25519.PrivateKey
-	keys []ed25519.PublicKey
+	self  int // this process's slot
+	slots int // the job's ranks and spares
+	// pmap holds the links by slot, copied on write under pmu
+	// (linkset.go): a link is made the first time it is needed.
+	pmap atomic.Pointer[map[int]*peer]
+	linkState
+	// hs makes the connections: the join's and, after it, every link
+	// made on demand (join.go). ln is its listener, open for the slot's
+	// life; life ends the accept loop and the dials (Close).
+	hs      *joinState
+	ln      net.Listener
+	life    context.Context
+	endLife context.CancelFunc
+	joined  atomic.Bool // the join's links are up (Init returned)
+	// own signs this slot's decisions in an agreement; the peers'
+	// certificates' keys verify theirs (linkState.keys).
+	own ed25519.PrivateKey
 
 	// queues are this process's logs of its work queues, by name: kept
 	// across generations (workq.go), under wqMu.
@@ -46,6 +56,11 @@ type links struct {
 	shared mesh.Shared
 
 	cur atomic.Pointer[Comm] // the job's communicator of the generation this slot is in
+
+	// known is every slot this slot knows lost, in any mode, and why
+	// (news.go); under knownMu.
+	knownMu sync.Mutex
+	known   map[int]string
 
 	silenceMS    atomic.Int64 // this slot's silence limit
 	stalledMS    atomic.Int64 // how long this process last did not run (the detector's stall), 0 if never
@@ -92,10 +107,10 @@ func (l *links) wakeLosses() {
 // agreeKeys are the keys of an agreement about domain (elastic.Keys).
 func (l *links) agreeKeys(domain ...byte) elastic.Keys {
 	return elastic.Keys{Own: l.own, Domain: domain, Peer: func(s int) ed25519.PublicKey {
-		if s < 0 || s >= len(l.keys) {
+		if s < 0 || s >= l.slots {
 			return nil
 		}
-		return l.keys[s]
+		return l.keyOf(s)
 	}}
 }
 
@@ -103,8 +118,6 @@ func newLinks(j *Job) *links {
 	l := &links{
 		self:    j.Rank,
 		slots:   j.Slots(),
-		peers:   make([]*peer, j.Slots()),
-		keys:    make([]ed25519.PublicKey, j.Slots()),
 		queues:  map[string]*wqLog{},
 		stopMon: make(chan struct{}),
 		stopRec: make(chan struct{}),
@@ -115,6 +128,9 @@ func newLinks(j *Job) *links {
 		now:     j.Clock,
 	}
 	l.shared.Self, l.shared.Now = j.Rank, j.Clock
+	l.keys, l.dials, l.accepts = map[int]ed25519.PublicKey{}, map[int]bool{}, map[int]int{}
+	l.linked = make(chan struct{}, 1)
+	l.life, l.endLife = context.WithCancel(context.Background())
 	l.silenceMS.Store(int64(j.Silence() / time.Millisecond))
 	return l
 }
@@ -132,17 +148,18 @@ const Window = mesh.Window
 // connection's Sink: it tells links.
 type peer struct {
 	*mesh.Peer
-	rank int // the peer's slot
-	l    *links
+	rank     int // the peer's slot
+	l        *links
+	finished atomic.Bool // its program finished (a fin frame, or its bye): no more data comes
 
 	fmu    sync.Mutex
 	future []heldFrame
 }
 
-// newPeer is the peer of slot over conn, which has finished its join.
-func newPeer(l *links, slot int, conn net.Conn, silenceMS uint32) *peer {
+// newPeer is the link to slot before its connection is made (linkset.go).
+func newPeer(l *links, slot int) *peer {
 	p := &peer{rank: slot, l: l}
-	p.Peer = mesh.New(&l.shared, p, slot, conn, silenceMS)
+	p.Peer = mesh.NewPending(&l.shared, p, slot)
 	return p
 }
 
@@ -158,6 +175,9 @@ func (p *peer) Refused(err error) {
 	}
 	p.l.cur.Load().fail(err)
 }
+
+// Finished reports whether the peer's program finished.
+func (p *peer) Finished() bool { return p.finished.Load() || p.Bye() }
 
 // Closing reports whether Finish or Close is under way.
 func (p *peer) Closing() bool { return p.l.closingNow.Load() }
@@ -203,6 +223,8 @@ func (l *links) arrive(p *peer, h wire.Header, payload []byte) error {
 		p.Control(wire.Heartbeat, nil)
 		l.reschedule()
 		return nil
+	case wire.Lost:
+		return l.lostIn(p.rank, payload)
 	case wire.Abort:
 		if c := l.cur.Load(); l.rec != nil && c.recovering.Load() {
 			r, err := wire.DecodeReason(payload)
@@ -260,20 +282,16 @@ func (l *links) enter(c *Comm) {
 	old.mu.Lock()
 	old.abandoned = true
 	old.mu.Unlock()
-	for _, p := range l.peers {
-		if p != nil {
-			p.fmu.Lock()
-		}
+	peers := l.peerList()
+	for _, p := range peers {
+		p.fmu.Lock()
 	}
 	l.cur.Store(c)
 	var refused []struct {
 		p   *peer
 		err error
 	}
-	for _, p := range l.peers {
-		if p == nil {
-			continue
-		}
+	for _, p := range peers {
 		var keep int64
 		now, later := p.future[:0:0], p.future[:0:0]
 		for _, f := range p.future {
@@ -301,10 +319,8 @@ func (l *links) enter(c *Comm) {
 			}
 		}
 	}
-	for _, p := range l.peers {
-		if p != nil {
-			p.fmu.Unlock()
-		}
+	for _, p := range peers {
+		p.fmu.Unlock()
 	}
 	for _, r := range refused {
 		r.p.Refuse(r.err)
@@ -325,7 +341,15 @@ func (l *links) jobOver() bool {
 // lost declares slot lost (SPEC §7): with recovery, the agreement on the
 // next generation begins (recover.go); without, the job ends.
 func (l *links) lost(slot int, why string) {
+	if slot == l.self || !l.learn(slot, why) {
+		return
+	}
+	if l.elastic() {
+		l.tellLost(slot, why, -1)
+		l.heal()
+	}
 	c := l.cur.Load()
+	defer c.finStep() // the healed tree may have a new parent or children
 	switch {
 	case l.lossReturn.Load():
 		c.lostReturn(slot, why)
@@ -354,13 +378,14 @@ func (c *Comm) origin() int {
 }
 
 func (l *links) heartbeatAll() {
-	for _, p := range l.peers {
+	for _, p := range l.peerList() {
 		// A peer that said bye still watches this slot: it waits in its
 		// Finish for this slot's bye, its detector running, and reads
 		// until then (its reader here ended at its bye; the writer goes
 		// on). Once this slot said bye itself it sends nothing more: the
-		// peers stop reading it there.
-		if p != nil && (!p.Gone() || p.Bye()) && !l.closingNow.Load() {
+		// peers stop reading it there. Heartbeats go only on links that
+		// exist (SPEC §18).
+		if p.Attached() && (!p.Gone() || p.Bye()) && !l.closingNow.Load() {
 			p.Control(wire.Heartbeat, nil)
 		}
 	}
@@ -376,11 +401,9 @@ func (l *links) reschedule() {
 // heartbeatEvery is a fifth of the smallest silence limit in the job.
 func (l *links) heartbeatEvery() time.Duration {
 	least := l.silenceMS.Load()
-	for _, p := range l.peers {
-		if p != nil {
-			if s := p.SilenceMS(); s > 0 && s < least {
-				least = s
-			}
+	for _, p := range l.peerList() {
+		if s := p.SilenceMS(); s > 0 && s < least {
+			least = s
 		}
 	}
 	return time.Duration(least) * time.Millisecond / 5
@@ -392,7 +415,7 @@ func (l *links) heartbeatEvery() time.Duration {
 func (l *links) monitor() {
 	defer close(l.monDone)
 	d := newDetector(l.now(), time.Now())
-	seen := make([]peerSeen, 0, len(l.peers))
+	var seen []peerSeen
 	for {
 		every := l.heartbeatEvery()
 		silence := time.Duration(l.silenceMS.Load()) * time.Millisecond
@@ -407,8 +430,10 @@ func (l *links) monitor() {
 		case <-timer.C:
 		}
 		seen = seen[:0]
-		for _, p := range l.peers {
-			if p != nil {
+		for _, p := range l.peerList() {
+			if p.Attached() {
+				// A link whose connection is being made is watched by its
+				// dialer (linkset.go), not by its silence.
 				seen = append(seen, peerSeen{rank: p.rank, lastHeard: time.Unix(0, p.LastHeard()), quiet: p.Bye() || p.Gone()})
 			}
 		}

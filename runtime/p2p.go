@@ -41,6 +41,12 @@ func (c *Comm) recvOpFor(op string, source, tag int) (*recvOp, error) {
 	r := &recvOp{ctx: c.ctxID, src: source, anySrc: source == AnySource, anyTag: tag == AnyTag, done: make(chan struct{})}
 	if !r.anySrc {
 		r.src = c.worldRank(source)
+		// The link is made now if it is not there (SPEC §18): a receive
+		// from a rank that has finished, or is lost, then learns it
+		// from the link itself.
+		c.linkRank(r.src)
+	} else {
+		c.linkMembers() // any rank may send: each one's end must be heard
 	}
 	if !r.anyTag {
 		r.tag = uint32(tag)
@@ -54,7 +60,7 @@ func (c *Comm) peerOf(r *recvOp) *peer {
 	if r.anySrc {
 		return nil
 	}
-	return c.peers[r.src]
+	return c.peerRank(r.src)
 }
 
 // readUntil reads for r until it completes, ctx ends or the job ends: from
@@ -66,10 +72,8 @@ func (c *Comm) readUntil(ctx context.Context, r *recvOp) {
 		return
 	}
 	if r.anySrc {
-		for _, p := range c.peers {
-			if p != nil {
-				p.ReadSoon()
-			}
+		for _, p := range c.links.peerList() {
+			p.ReadSoon()
 		}
 	}
 }
@@ -133,7 +137,7 @@ func (c *Comm) Probe(ctx context.Context, source, tag int) (env Envelope, err er
 		return Envelope{}, c.noSenderErr(r)
 	}
 	r.waiting = true
-	if p := c.peerOf(r); p != nil && p.Bye() {
+	if p := c.peerOf(r); p != nil && p.Finished() {
 		c.match.withdraw(r)
 		c.mu.Unlock()
 		return Envelope{}, &codes.Error{Code: codes.Finished, Op: "probe", Rank: source, Msg: fmt.Sprintf("probe: rank %d has finished: probe(%d, %d) can never be matched", source, source, tag)}
@@ -300,13 +304,14 @@ func (c *Comm) someCanSendLocked() bool {
 }
 
 // canSendLocked reports whether rank r of c may still send: it has not
-// finished (no bye) and is not known lost.
+// finished (no bye) and is not known lost. A rank with no link yet may
+// (a wildcard receive makes the links, linkMembers).
 func (c *Comm) canSendLocked(r int) bool {
 	w := c.worldRank(r)
-	if w < 0 || w >= len(c.peers) {
+	if w < 0 || w >= len(c.ranks) || c.ranks[w] == c.links.self {
 		return false
 	}
-	if p := c.peers[w]; p == nil || p.Bye() {
+	if p := c.peerRank(w); p != nil && p.Finished() {
 		return false
 	}
 	if len(c.failedSlots) > 0 && w < len(c.world.layout.Ranks) {
@@ -350,3 +355,13 @@ func opName(op *recvOp) string {
 // that receives many large messages runs faster with it, as an MPI program
 // receives into the same buffer again.
 func (c *Comm) Release(msg []byte) { bufpool.Put(msg) }
+
+// linkMembers makes the links to every member of c that has none: a
+// wildcard receive must hear of each one's end (SPEC §10.3).
+func (c *Comm) linkMembers() {
+	for r := 0; r < c.size; r++ {
+		if w := c.worldRank(r); w >= 0 && w < len(c.ranks) {
+			c.links.link(c.ranks[w])
+		}
+	}
+}

@@ -362,8 +362,9 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 		return
 	}
 	r.failed[slot] = why
+	r.l.learn(slot, why)
 	traceInstant(fmt.Sprintf("slot %d lost", slot), record.TraceRecovery, tstr("why", why))
-	if p := r.l.peers[slot]; p != nil {
+	if p := r.l.peer(slot); p != nil {
 		p.Close()
 		r.l.byeSeen() // a spare that waits for the ranks' ends looks again
 	}
@@ -427,11 +428,11 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 // finishing names a rank of this generation that has said bye (this one,
 // or the lowest whose bye came), or is "".
 func (r *recovery) finishing() string {
-	if _, isRank := r.layout.RankOf(r.l.self); isRank && r.l.closingNow.Load() {
+	if _, isRank := r.layout.RankOf(r.l.self); isRank && (r.l.closingNow.Load() || r.l.cur.Load().finishing()) {
 		return "this rank"
 	}
 	for rank, s := range r.layout.Ranks {
-		if p := r.l.peers[s]; p != nil && p.Bye() {
+		if p := r.l.peer(s); p != nil && p.Finished() {
 			return fmt.Sprintf("rank %d", rank)
 		}
 	}
@@ -606,7 +607,7 @@ func (r *recovery) sendAs(purpose byte, outs []elastic.Out) {
 		if o.To < 0 || o.To >= r.l.slots || o.To == r.l.self {
 			continue
 		}
-		p := r.l.peers[o.To]
+		p := r.l.link(o.To)
 		if p == nil || p.Gone() {
 			continue
 		}
@@ -673,8 +674,9 @@ func (r *recovery) switchTo(l elastic.Layout) {
 	for _, s := range l.Lost {
 		if _, ok := r.failed[s]; !ok {
 			r.failed[s] = "declared lost by the agreement"
+			r.l.learn(s, r.failed[s])
 			traceInstant(fmt.Sprintf("slot %d lost", s), record.TraceRecovery, tstr("why", r.failed[s]))
-			if p := r.l.peers[s]; p != nil {
+			if p := r.l.peer(s); p != nil {
 				p.Close()
 			}
 		}
@@ -737,12 +739,18 @@ func (r *recovery) end(err error) {
 func (r *recovery) abortIn(from int, reason wire.Reason) {
 	msg := fmt.Sprintf("job ended by rank %d: %s", reason.Rank, reason.Msg)
 	r.mu.Lock()
-	if r.fatal == nil {
+	first := r.fatal == nil
+	if first {
 		r.fatal = &codes.Error{Code: codes.JobEnded, Rank: from, Msg: msg, Cause: &codes.Cause{Kind: reason.Cause, Rank: int(reason.Rank), Code: reason.Code}}
 		close(r.changed)
 		r.changed = make(chan struct{})
 	}
 	r.mu.Unlock()
+	if first {
+		// Passed on, as an abort outside a recovery is (Comm.ended): the
+		// slots with no link to its sender learn it from this one.
+		r.l.cur.Load().tell(reason)
+	}
 }
 
 // state returns the fatal error, if any, and the channel closed at the
@@ -816,10 +824,16 @@ func (r *recovery) await(ctx context.Context, c *Comm) (*Comm, error) {
 			}
 			c = nc // still a spare, in a later generation
 		}
-		if c.rank < 0 && r.ranksDone(c) {
-			return c, errSpareDone
+		if c.rank < 0 {
+			c.finStep() // a spare's own part is done from the start
+			select {
+			case <-c.fin.done:
+				return c, errSpareDone
+			default:
+			}
 		}
 		select {
+		case <-c.fin.done:
 		case <-changed:
 		case <-c.dead:
 			if !c.recovering.Load() {
@@ -835,21 +849,6 @@ func (r *recovery) await(ctx context.Context, c *Comm) (*Comm, error) {
 			return c, ctx.Err()
 		}
 	}
-}
-
-// ranksDone reports whether every rank of c's generation has said bye or
-// is gone, and one at least said bye: ranks that are all lost are the
-// spares' to replace (onLost), and one lost after another's bye is
-// nobody's (it is not recovered in place).
-func (r *recovery) ranksDone(c *Comm) bool {
-	bye := false
-	for _, p := range c.peers {
-		if p != nil && !p.Bye() && !p.Gone() {
-			return false
-		}
-		bye = bye || p != nil && p.Bye()
-	}
-	return bye
 }
 
 // Run joins the job of j (Init) and runs fn as this rank's program. In a

@@ -43,8 +43,13 @@ func (c *Comm) rankOf(w int) int {
 	return -1
 }
 
-// peerAt is the connection to rank r of c (nil for this rank itself).
-func (c *Comm) peerAt(r int) *peer { return c.peers[c.worldRank(r)] }
+// peerAt is the link to rank r of c, or nil (this rank itself, or no link
+// yet).
+func (c *Comm) peerAt(r int) *peer { return c.peerRank(c.worldRank(r)) }
+
+// linkAt is the link to rank r of c, made now if there is none (nil for
+// this rank itself).
+func (c *Comm) linkAt(r int) *peer { return c.linkRank(c.worldRank(r)) }
 
 // Sub reports whether c was made by Split.
 func (c *Comm) Sub() bool { return c.members != nil }
@@ -164,7 +169,7 @@ func (c *Comm) register(sub *Comm) {
 	delete(c.early, sub.ctxID)
 	c.mu.Unlock()
 	for _, f := range early {
-		if err := sub.collArrive(c.peers[f.from], f.h, f.payload); err != nil {
+		if err := sub.collArrive(c.peerRank(f.from), f.h, f.payload); err != nil {
 			c.fail(err)
 			return
 		}

@@ -67,7 +67,7 @@ func (c *Comm) lostReturn(slot int, why string) {
 		wild = c.anySourceEndsLocked(rank, why) // errors set
 	}
 	c.mu.Unlock()
-	if p := c.links.peers[slot]; p != nil {
+	if p := c.links.peer(slot); p != nil {
 		p.Close()
 	}
 	for _, op := range ops {
@@ -163,7 +163,7 @@ func (c *Comm) revoke(from int) {
 	}
 	c.coll.wake(nil)
 	for r := 0; r < c.size; r++ {
-		if p := c.peerAt(r); p != nil && c.worldRank(r) != from && !p.Gone() {
+		if p := c.linkAt(r); p != nil && c.worldRank(r) != from && !p.Gone() {
 			p.ControlOf(c.inc, wire.Revoke, binary.BigEndian.AppendUint32(nil, c.ctxID))
 		}
 	}
@@ -308,7 +308,7 @@ func (a *agrees) in(from int, id, k uint32, m elastic.Msg) error {
 
 func (in *agreeInst) send(outs []elastic.Out) {
 	for _, o := range outs {
-		p := in.c.links.peers[o.To]
+		p := in.c.links.link(o.To)
 		if p == nil || p.Gone() {
 			continue
 		}

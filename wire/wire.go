@@ -13,7 +13,7 @@ const (
 	HeaderSize = 32        // bytes of every frame header
 	MaxPayload = 16 << 20  // 16,777,216 bytes: the largest payload of any frame
 	MaxTag     = 1<<31 - 1 // the largest message tag
-	Version    = 3         // the protocol version in every header (3: agreement decisions are signed and confirmed; 2: the barrier became a dissemination; docs/protocol.md)
+	Version    = 4         // the protocol version in every header (4: links on demand — any slot dials, the dup flag, lost and fin frames; 3: agreement decisions are signed and confirmed; 2: the barrier became a dissemination; docs/protocol.md)
 	Magic      = "SPRL"    // the first four bytes of every frame
 	MaxText    = 512       // the longest text (a refusal's or abort's message) a frame carries
 )
@@ -35,10 +35,12 @@ const (
 	Silence    Type = 10 // the sender's silence limit changed
 	Agree      Type = 11 // a message of an agreement: on the next generation (SPEC §10.2), or of comm.agree (§10.3)
 	Revoke     Type = 12 // the communicator whose id is the payload is revoked (SPEC §10.3)
-	maxType         = Revoke
+	Lost       Type = 13 // news: the slot its reason names is lost; each slot passes it on once (SPEC §18)
+	Fin        Type = 14 // the end of the job over the tree: finished, subtree done, all done (SPEC §18)
+	maxType         = Fin
 )
 
-var typeNames = [...]string{"", "hello", "refuse", "data", "heartbeat", "bye", "abort", "collective", "checkpoint", "credit", "silence", "agree", "revoke"}
+var typeNames = [...]string{"", "hello", "refuse", "data", "heartbeat", "bye", "abort", "collective", "checkpoint", "credit", "silence", "agree", "revoke", "lost", "fin"}
 
 func (t Type) String() string {
 	if t >= 1 && t <= maxType {
@@ -52,9 +54,11 @@ func (t Type) String() string {
 const (
 	FlagVoid uint16 = 1 << 0 // collective: the sender declares this call void (H1618)
 	FlagAck  uint16 = 1 << 1 // collective/checkpoint: a reply from the root
+	FlagDup  uint16 = 1 << 2 // hello of a listener: this connection is not the link, the listener's own dial is (protocol.md §1.6)
 )
 
 var allowedFlags = [...]uint16{
+	Hello:      FlagDup,
 	Collective: FlagVoid | FlagAck,
 	Checkpoint: FlagAck,
 }
@@ -67,6 +71,7 @@ var lenRange = [...][2]uint32{
 	Heartbeat: {0, 0}, Bye: {0, 0}, Abort: {7, 7 + MaxText},
 	Collective: {CallSize, MaxPayload}, Checkpoint: {0, MaxPayload},
 	Credit: {8, 8}, Silence: {4, 4}, Agree: {1, MaxAgree}, Revoke: {4, 4},
+	Lost: {7, 7 + MaxText}, Fin: {1, 1},
 }
 
 // MaxAgree is the longest agreement message: a few layouts of at most

@@ -52,7 +52,8 @@ func TestDecode(t *testing.T) {
 		{"version 0", with(good, 4, 0), 3, Header{}, codes.FrameMalformed},
 		{"version 1 (before the dissemination barrier)", with(good, 4, 1), 3, Header{}, codes.FrameMalformed},
 		{"version 2 (before signed agreement decisions)", with(good, 4, 2), 3, Header{}, codes.FrameMalformed},
-		{"version 4", with(good, 4, 4), 3, Header{}, codes.FrameMalformed},
+		{"version 3", with(good, 4, 3), 3, Header{}, codes.FrameMalformed},
+		{"version 5", with(good, 4, 5), 3, Header{}, codes.FrameMalformed},
 		{"version 255", with(good, 4, 255), 3, Header{}, codes.FrameMalformed},
 
 		{"type 0", header(Header{Type: 0, Source: 3}), 3, Header{}, codes.FrameMalformed},
@@ -61,6 +62,8 @@ func TestDecode(t *testing.T) {
 		{"agree empty", header(Header{Type: Agree, Length: 0}), 0, Header{}, codes.FrameMalformed},
 		{"type 12 revoke", header(Header{Type: Revoke, Source: 3, Length: 4}), 3, Header{Type: Revoke, Source: 3, Length: 4}, 0},
 		{"revoke 5", header(Header{Type: Revoke, Length: 5}), 0, Header{}, codes.FrameMalformed},
+		{"type 13 lost", header(Header{Type: Lost, Source: 3, Length: 20}), 3, Header{Type: Lost, Source: 3, Length: 20}, 0},
+		{"lost of 6 bytes", header(Header{Type: Lost, Length: 6}), 0, Header{}, codes.FrameMalformed},
 		{"type 255", header(Header{Type: 255, Source: 3}), 3, Header{}, codes.FrameMalformed},
 		{"type 10 silence", header(Header{Type: Silence, Source: 3, Length: 4}), 3, Header{Type: Silence, Source: 3, Length: 4}, 0},
 
@@ -134,11 +137,12 @@ func TestDecode(t *testing.T) {
 // allowed bits written out here rather than taken from wire.go.
 func TestDecodeFlags(t *testing.T) {
 	allowed := map[Type]uint16{
+		Hello:      FlagDup,
 		Collective: FlagVoid | FlagAck,
 		Checkpoint: FlagAck,
 	}
-	length := map[Type]uint32{Credit: 8, Silence: 4, Refuse: 7, Abort: 7, Collective: 12}
-	for typ := Hello; typ <= Silence; typ++ {
+	length := map[Type]uint32{Credit: 8, Silence: 4, Refuse: 7, Abort: 7, Collective: 12, Agree: 1, Revoke: 4, Lost: 7, Fin: 1}
+	for typ := Hello; typ <= Fin; typ++ {
 		for bit := range 16 {
 			f := uint16(1) << bit
 			h := Header{Type: typ, Flags: f, Length: length[typ]}
@@ -181,7 +185,7 @@ func TestPutDecode(t *testing.T) {
 func TestPutFields(t *testing.T) {
 	h := Header{Type: Collective, Flags: 0x0102, Incarnation: 0x03040506, Source: 0x0708090a, Tag: 0x0b0c0d0e, Length: 0x0f101112, Seq: 0x131415161718191a}
 	want := []byte{
-		'S', 'P', 'R', 'L', 3, 7, 0x01, 0x02,
+		'S', 'P', 'R', 'L', 4, 7, 0x01, 0x02,
 		0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a,
 		0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12,
 		0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a,
@@ -202,7 +206,7 @@ func TestTypeString(t *testing.T) {
 		want string
 	}{
 		{0, "type(0)"}, {Hello, "hello"}, {Data, "data"}, {Collective, "collective"},
-		{Silence, "silence"}, {Agree, "agree"}, {Revoke, "revoke"}, {13, "type(13)"}, {255, "type(255)"},
+		{Silence, "silence"}, {Agree, "agree"}, {Revoke, "revoke"}, {Lost, "lost"}, {Fin, "fin"}, {15, "type(15)"}, {255, "type(255)"},
 	} {
 		if got := tc.t.String(); got != tc.want {
 			t.Errorf("Type(%d).String() = %q, want %q", uint8(tc.t), got, tc.want)

@@ -107,6 +107,15 @@ type Peer struct {
 	wg         sync.WaitGroup
 	writerDone chan struct{}
 	closeOnce  sync.Once
+
+	// amu orders Attach and Close: a connection attached after the peer
+	// was closed is closed at once. attached is set once conn, bw and
+	// cork are in place (a peer made by NewPending has none before).
+	amu       sync.Mutex
+	attached  atomic.Bool
+	closed    bool          // under amu
+	ready     chan struct{} // closed when attached or closed
+	readyOnce sync.Once
 }
 
 // Shared is what every connection of a rank reads from the rank: its own
@@ -153,25 +162,76 @@ type Sink interface {
 // Start begins reading and writing. silenceMS is the peer's announced
 // silence limit.
 func New(sh *Shared, up Sink, slot int, conn net.Conn, silenceMS uint32) *Peer {
+	p := NewPending(sh, up, slot)
+	p.setConn(conn, silenceMS)
+	return p
+}
+
+// NewPending is the peer of slot before its connection is made (links on
+// demand, SPEC §18): frames sent to it wait in its queues, in order, and
+// go out first once Attach gives it its connection; nothing is read from
+// it before. Its silence counts from now, so a connection that is never
+// made is a peer that stays silent.
+func NewPending(sh *Shared, up Sink, slot int) *Peer {
 	p := &Peer{
 		sh:         sh,
 		up:         up,
 		slot:       slot,
-		conn:       conn,
 		credit:     Window,
-		bw:         bufio.NewWriterSize(conn, 64<<10),
 		kick:       make(chan struct{}, 1),
 		rkick:      make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
+		ready:      make(chan struct{}),
 	}
+	p.lastHeard.Store(sh.Now().UnixNano())
+	return p
+}
+
+// Ready is closed once the peer has its connection, or was closed
+// without one.
+func (p *Peer) Ready() <-chan struct{} { return p.ready }
+
+func (p *Peer) setReady() { p.readyOnce.Do(func() { close(p.ready) }) }
+
+// setConn gives the peer its connection (before it is attached).
+func (p *Peer) setConn(conn net.Conn, silenceMS uint32) {
+	p.conn = conn
+	p.bw = bufio.NewWriterSize(conn, 64<<10)
 	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok {
 		p.cork, _ = nc.NetConn().(*corkConn)
 	}
 	p.silenceMS.Store(int64(silenceMS))
-	p.lastHeard.Store(sh.Now().UnixNano())
-	return p
+	p.lastHeard.Store(p.sh.Now().UnixNano())
 }
+
+// Attach gives a peer made by NewPending its connection, which has
+// finished its handshake, and starts reading and writing: the frames
+// queued meanwhile are written first, in order. It reports false, closing
+// conn, when the peer was closed meanwhile or has a connection already.
+func (p *Peer) Attach(conn net.Conn, br *bufio.Reader, silenceMS uint32) bool {
+	p.amu.Lock()
+	defer p.amu.Unlock()
+	if p.closed || p.attached.Load() {
+		conn.Close()
+		return false
+	}
+	p.wmu.Lock()
+	p.setConn(conn, silenceMS)
+	p.wmu.Unlock()
+	p.rmu.Lock()
+	p.br = br // before attached: a receiver that sees it reads br
+	p.rmu.Unlock()
+	p.qmu.Lock()
+	p.attached.Store(true)
+	p.qmu.Unlock()
+	p.startLocked(br)
+	p.setReady()
+	return true
+}
+
+// Attached reports whether the peer has its connection.
+func (p *Peer) Attached() bool { return p.attached.Load() }
 
 // Slot is the peer's slot.
 func (p *Peer) Slot() int { return p.slot }
@@ -222,8 +282,17 @@ func (p *Peer) Consumed(cost int64) {
 	}
 }
 
+// Start begins reading and writing a peer made by New.
 func (p *Peer) Start(br *bufio.Reader) {
+	p.amu.Lock()
+	defer p.amu.Unlock()
 	p.br = br
+	p.attached.Store(true)
+	p.startLocked(br)
+	p.setReady()
+}
+
+func (p *Peer) startLocked(br *bufio.Reader) {
 	p.wg.Add(2)
 	go p.writeLoop()
 	go p.readLoop(br)
@@ -323,7 +392,7 @@ func (p *Peer) sendAs(f *Frame, direct, wait bool) error {
 		p.qmu.Unlock()
 		return err
 	}
-	if direct && len(p.pending) == 0 && p.writerData == 0 && p.credit >= cost {
+	if direct && p.attached.Load() && len(p.pending) == 0 && p.writerData == 0 && p.credit >= cost {
 		p.credit -= cost
 		p.direct++
 		p.qmu.Unlock()
@@ -639,12 +708,19 @@ func (p *Peer) readErr(err error) bool {
 }
 
 // Interrupt makes a blocked read return (it goes on later).
-func (p *Peer) Interrupt() { p.conn.SetReadDeadline(time.Unix(1, 0)) }
+func (p *Peer) Interrupt() {
+	if p.attached.Load() {
+		p.conn.SetReadDeadline(time.Unix(1, 0))
+	}
+}
 
 // ReadFor reads this peer's frames from the calling goroutine until done is
 // closed, the connection ends, the job ends or ctx ends, if no other
 // goroutine is reading; it reports whether it read.
 func (p *Peer) ReadFor(ctx context.Context, done <-chan struct{}) bool {
+	if !p.attached.Load() {
+		return false // nothing to read yet: its frames come once it is attached
+	}
 	if !p.rmu.TryLock() && (!p.sh.Spins || !p.takeOver()) {
 		return false
 	}
@@ -736,13 +812,48 @@ func (p *Peer) Refuse(err error) {
 	go p.CloseGracefully(time.Second) // not on the reading goroutine: it may be a receiver's
 }
 
-// Close ends the connection; safe more than once.
+// Close ends the connection; safe more than once. The frames of a peer
+// that was never attached fail with ErrNoLink.
 func (p *Peer) Close() {
 	p.closeOnce.Do(func() {
 		p.gone.Store(true) // its reader may stop before it reads the end: nobody waits for it again
 		close(p.stop)
-		p.conn.Close()
+		if p.detach() {
+			p.conn.Close()
+		}
 	})
+}
+
+// ErrNoLink is the write error of frames queued for a peer whose
+// connection was never made.
+var ErrNoLink = errors.New("no connection was made to the peer")
+
+// detach marks the peer closed and reports whether it has a connection to
+// close; a peer that has none fails its queued frames.
+func (p *Peer) detach() bool {
+	p.amu.Lock()
+	p.closed = true
+	up := p.attached.Load()
+	p.amu.Unlock()
+	p.setReady()
+	if up {
+		return true
+	}
+	close(p.writerDone)
+	p.qmu.Lock()
+	frames := p.pending
+	p.pending, p.ctlq = nil, nil
+	if p.werr == nil {
+		p.werr = ErrNoLink
+	}
+	p.qmu.Unlock()
+	for _, f := range frames {
+		if f.Done != nil {
+			f.Err = ErrNoLink
+			close(f.Done)
+		}
+	}
+	return false
 }
 
 // CloseGracefully stops the writer after it drained its control queue and
@@ -751,6 +862,10 @@ func (p *Peer) Close() {
 func (p *Peer) CloseGracefully(wait time.Duration) {
 	p.closeOnce.Do(func() {
 		close(p.stop)
+		if !p.detach() {
+			p.gone.Store(true)
+			return
+		}
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {

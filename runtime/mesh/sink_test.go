@@ -146,3 +146,69 @@ func TestPeerOverASink(t *testing.T) {
 		t.Errorf("lost %q, want slot 0 closed without bye", got)
 	}
 }
+
+// TestPendingPeer: a peer made before its connection (links on demand)
+// keeps what is sent to it, direct or queued, and writes it first and in
+// order once attached; closed before, its frames fail with ErrNoLink and a
+// connection attached later is refused and closed.
+func TestPendingPeer(t *testing.T) {
+	ca, cb := memnet.Pipe(64<<10, nil, nil)
+	sa, sb := newFakeSink(), newFakeSink()
+	a := NewPending(&Shared{Self: 0, Now: time.Now}, sa, 1)
+	sa.p = a
+	t.Cleanup(func() { a.Close(); a.Wait() })
+	var want []string
+	var sent []*Frame
+	for i := 0; i < 20; i++ {
+		payload := bytes.Repeat([]byte{byte('a' + i)}, i*1000)
+		want = append(want, fmt.Sprintf("%d:%s", i, payload))
+		f := dataFrame(i, payload)
+		sent = append(sent, f)
+		if err := a.Send(f, false); err != nil {
+			t.Fatalf("send %d before the connection: %v", i, err)
+		}
+	}
+	select {
+	case <-sent[0].Done:
+		t.Fatal("a frame was done before the peer had a connection")
+	default:
+	}
+	b := New(&Shared{Self: 1, Now: time.Now}, sb, 0, cb, 5000)
+	sb.p = b
+	b.Start(bufio.NewReader(cb))
+	t.Cleanup(func() { b.Close(); b.Wait() })
+	if !a.Attach(ca, bufio.NewReader(ca), 5000) {
+		t.Fatal("Attach of a pending peer reported false")
+	}
+	if err := a.Send(dataFrame(20, []byte("after")), true); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "20:after")
+	sb.waitFor(t, "21 frames", func() bool { return len(sb.frames) == len(want) })
+	for i := range want {
+		if sb.frames[i] != want[i] {
+			t.Fatalf("frame %d arrived as %.30q…, want %.30q…", i, sb.frames[i], want[i])
+		}
+	}
+
+	c := NewPending(&Shared{Self: 0, Now: time.Now}, newFakeSink(), 2)
+	f := dataFrame(1, []byte("never"))
+	if err := c.Send(f, false); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	<-f.Done
+	if !errors.Is(f.Err, ErrNoLink) {
+		t.Errorf("a frame of a peer closed before its connection failed with %v, want ErrNoLink", f.Err)
+	}
+	if err := c.Send(dataFrame(2, nil), false); !errors.Is(err, ErrNoLink) {
+		t.Errorf("a send after it failed with %v, want ErrNoLink", err)
+	}
+	cc, cd := memnet.Pipe(1024, nil, nil)
+	if c.Attach(cc, bufio.NewReader(cc), 5000) {
+		t.Error("Attach after Close reported true")
+	}
+	if _, err := cd.Read(make([]byte, 1)); err == nil {
+		t.Error("the connection attached after Close is still open")
+	}
+}

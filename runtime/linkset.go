@@ -1,0 +1,326 @@
+package runtime
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"sperli/codes"
+	"sperli/runtime/mesh"
+)
+
+// Links on demand (SPEC §18). A slot's links are made when first needed:
+// the join makes those of the spanning tree and the observation ring
+// (runtime/topo), and every other one is made the first time a send, a
+// receive or a schedule needs it, with every check of the join (TLS,
+// token, refusals). A link is a peer from the moment it is needed: what is
+// sent to it waits in its queues, in order, until its connection is made
+// and attached (mesh.NewPending), so a send never waits for a handshake.
+//
+// Either slot of a pair may dial the other; when both do at once, the
+// lower slot's dial wins and the lower slot alone decides: a listener
+// answers the hello of a higher dialer with the dup flag when it has the
+// link already or dials itself (protocol.md §1.6), and the dialer then
+// waits for the winning connection. A slot's table of links (peers, the
+// keys of their certificates, the dials and accepts under way) is guarded
+// by pmu; the map of peers is copied on write, so that a send looks its
+// peer up without a lock.
+
+// errDup is a dial answered with the dup flag: the other slot's dial wins.
+var errDup = errors.New("the peer dials this slot itself (dup)")
+
+// peer returns the link to slot, or nil when none was needed yet.
+func (l *links) peer(slot int) *peer {
+	if m := l.pmap.Load(); m != nil {
+		return (*m)[slot]
+	}
+	return nil
+}
+
+// peerList returns every link, in slot order.
+func (l *links) peerList() []*peer {
+	m := l.pmap.Load()
+	if m == nil {
+		return nil
+	}
+	out := make([]*peer, 0, len(*m))
+	for _, s := range slices.Sorted(maps.Keys(*m)) {
+		out = append(out, (*m)[s])
+	}
+	return out
+}
+
+// keyOf is the Ed25519 key of slot's certificate, nil while no link to it
+// was made.
+func (l *links) keyOf(slot int) ed25519.PublicKey {
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	return l.keys[slot]
+}
+
+// expectLocked returns the link to slot, made pending if there is none.
+// Call with pmu held.
+func (l *links) expectLocked(slot int) *peer {
+	if p := l.peer(slot); p != nil {
+		return p
+	}
+	p := newPeer(l, slot)
+	m := map[int]*peer{}
+	if old := l.pmap.Load(); old != nil {
+		m = maps.Clone(*old)
+	}
+	m[slot] = p
+	l.pmap.Store(&m)
+	return p
+}
+
+// link returns the link to slot, and dials it unless its connection is
+// there, being made, or the link has ended: the send, receive or schedule
+// that calls it queues its frames on the link at once. nil for this slot
+// itself or a slot outside the job.
+func (l *links) link(slot int) *peer {
+	if p := l.peer(slot); p != nil && (p.Attached() || p.Gone()) {
+		return p
+	}
+	if slot == l.self || slot < 0 || slot >= l.slots {
+		return nil
+	}
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	p := l.expectLocked(slot)
+	if !p.Attached() && !p.Gone() && !l.dials[slot] && l.accepts[slot] == 0 && !l.stopped {
+		l.dials[slot] = true
+		l.dialWG.Add(1)
+		go l.dialer(l.life, p, time.Time{})
+	}
+	return p
+}
+
+// linkRank is link for job rank w of c's generation.
+func (c *core) linkRank(w int) *peer {
+	if w < 0 || w >= len(c.ranks) {
+		return nil
+	}
+	return c.links.link(c.ranks[w])
+}
+
+// peerRank is the link to job rank w of c's generation, or nil.
+func (c *core) peerRank(w int) *peer {
+	if w < 0 || w >= len(c.ranks) {
+		return nil
+	}
+	return c.links.peer(c.ranks[w])
+}
+
+// dialer makes p's connection: it dials until the connection is attached
+// (by this dial or by the peer's, which wins over a dup), the link ends,
+// or ctx ends. Before until (the join's window; zero after the join) a
+// failure is retried every dialRetry; after the join, a slot that no
+// connection reaches for a silence limit, or that does not finish its
+// handshake within the join window, is lost.
+func (l *links) dialer(ctx context.Context, p *peer, until time.Time) {
+	defer l.dialWG.Done()
+	defer func() {
+		l.pmu.Lock()
+		delete(l.dials, p.rank)
+		l.pmu.Unlock()
+	}()
+	s := l.hs
+	joining := !until.IsZero()
+	start := time.Now()
+	reached := false
+	var lastErr error
+	for !p.Attached() && !p.Gone() && ctx.Err() == nil {
+		jn, err, final := s.dialOnce(ctx, p.rank, s.addrOf(p.rank))
+		switch {
+		case err == nil:
+			l.attach(p, jn)
+			return
+		case errors.Is(err, errDup):
+			l.awaitAttach(ctx, p, until)
+			return
+		case final:
+			if joining {
+				s.fatal(err)
+			} else {
+				p.Refused(err)
+			}
+			return
+		}
+		lastErr = err
+		var ce *codes.Error
+		reached = reached || errors.As(err, &ce) // a TLS or hello failure: something answered
+		waited := time.Since(start)
+		if joining && time.Now().After(until) {
+			return
+		}
+		if !joining && ((!reached && waited > l.silence()) || waited > s.j.JoinWindow()) {
+			l.lost(p.rank, fmt.Sprintf("no link could be made within %v: %v", waited.Round(time.Millisecond), lastErr))
+			return
+		}
+		t := time.NewTimer(dialRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		case <-p.Ready():
+			t.Stop()
+		}
+	}
+}
+
+// awaitAttach waits for the winning connection of a dup: the peer's own
+// dial. After the join, one that does not come within the join window
+// is a loss.
+func (l *links) awaitAttach(ctx context.Context, p *peer, until time.Time) {
+	if until.IsZero() {
+		until = time.Now().Add(l.hs.j.JoinWindow())
+	}
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-p.Ready():
+	case <-ctx.Done():
+	case <-t.C:
+		if l.joined.Load() {
+			l.lost(p.rank, "its dial of this slot, which won over this slot's own, did not come within the join window")
+		}
+	}
+}
+
+// silence is this slot's silence limit.
+func (l *links) silence() time.Duration {
+	return time.Duration(l.silenceMS.Load()) * time.Millisecond
+}
+
+// attach gives p the connection jn that has finished its handshake.
+func (l *links) attach(p *peer, jn joined) {
+	jn.conn.SetDeadline(time.Time{})
+	mesh.SetSpin(jn.conn, l.hs.spin, &l.shared.Writing)
+	l.pmu.Lock()
+	l.keys[p.rank] = jn.key
+	l.pmu.Unlock()
+	if p.Attach(jn.conn, jn.br, jn.silence) {
+		l.attached(p)
+	}
+}
+
+// arbitrate decides, for a connection dialed by slot from that passed its
+// checks, whether it becomes the link (the accept then counts as under
+// way until done is called) or is a dup: the lower slot's dial wins, and
+// a link made already stays.
+func (l *links) arbitrate(from int) (dup bool, p *peer, done func()) {
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	if q := l.peer(from); q != nil && (q.Attached() || q.Gone()) {
+		return true, nil, nil
+	}
+	if l.accepts[from] > 0 || (from > l.self && l.dials[from]) {
+		return true, nil, nil
+	}
+	l.accepts[from]++
+	p = l.expectLocked(from)
+	return false, p, func() {
+		l.pmu.Lock()
+		l.accepts[from]--
+		l.pmu.Unlock()
+	}
+}
+
+// attached is told of every link whose connection was just attached.
+func (l *links) attached(p *peer) {
+	if l.elastic() {
+		l.tellKnown(p)
+	}
+	l.cur.Load().finishedOn(p)
+	if l.joined.Load() {
+		l.reschedule() // its silence limit may be the smallest
+	}
+	select {
+	case l.linked <- struct{}{}:
+	default:
+	}
+}
+
+// stopLinks ends the accept loop and every dial under way, and waits for
+// them (Close).
+func (l *links) stopLinks() {
+	l.pmu.Lock()
+	l.stopped = true // no dial starts after: the wait below is the last
+	l.pmu.Unlock()
+	l.endLife()
+	if l.ln != nil {
+		l.ln.Close()
+	}
+	l.acceptWG.Wait()
+	l.dialWG.Wait()
+}
+
+// joinLinks makes the links of the join (the tree and the ring): this
+// slot dials those above it and waits for those below to dial; it returns
+// when every one is attached, or with the join's error.
+func (l *links) joinLinks(ctx context.Context, need []int, gone <-chan struct{}) error {
+	s := l.hs
+	var ps []*peer
+	l.pmu.Lock()
+	for _, slot := range need {
+		p := l.expectLocked(slot)
+		ps = append(ps, p)
+		if slot > l.self && !l.dials[slot] && !l.stopped {
+			l.dials[slot] = true
+			l.dialWG.Add(1)
+			go l.dialer(ctx, p, s.deadline)
+		}
+	}
+	l.pmu.Unlock()
+	dead, deadErr := l.cur.Load().dead, l.cur.Load().deadErr
+	for _, p := range ps {
+		select {
+		case <-p.Ready():
+		case err := <-s.fatalCh:
+			return err
+		case <-ctx.Done():
+			return s.timeout(ps)
+		case <-dead:
+			return deadErr()
+		case <-gone:
+			return &codes.Error{Code: codes.JobEnded, Op: "join", Rank: -1, Msg: "the launcher is gone (end of the control channel)",
+				Cause: &codes.Cause{Kind: codes.CauseLauncher, Rank: -1, Code: codes.JobEnded}}
+		}
+		if !p.Attached() {
+			// Closed before its connection came: lost during the join.
+			if err := deadErr(); err != nil {
+				return err
+			}
+			return &codes.Error{Code: codes.PeerLost, Op: "join", Rank: p.rank, Msg: fmt.Sprintf("rank %d lost during the join", p.rank)}
+		}
+	}
+	return nil
+}
+
+// linkAll makes the links to every slot of slots that has none yet (a
+// wildcard receive needs to hear of every rank that could send).
+func (l *links) linkAll(slots []int) {
+	for _, s := range slots {
+		if s != l.self {
+			l.link(s)
+		}
+	}
+}
+
+// linkState is what a slot keeps of its links beside the map (pmu).
+type linkState struct {
+	pmu      sync.Mutex
+	keys     map[int]ed25519.PublicKey // the peers' certificates' keys, by slot
+	dials    map[int]bool              // a dial of this slot's is under way
+	accepts  map[int]int               // accepted connections in their handshake's tail
+	stopped  bool                      // stopLinks began: no dial starts
+	dialWG   sync.WaitGroup
+	acceptWG sync.WaitGroup
+	linked   chan struct{} // a link was attached
+}

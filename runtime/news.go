@@ -1,0 +1,132 @@
+package runtime
+
+import (
+	"fmt"
+	"time"
+
+	"sperli/codes"
+	"sperli/runtime/topo"
+	"sperli/wire"
+)
+
+// News for all (SPEC §18). A loss is seen by the few slots that have a
+// link to the lost one — its watchers on the ring at least — and every
+// other slot learns it from them: the slot that declares a loss tells
+// every link it has (a lost frame), and every slot that learns of a loss
+// for the first time passes it on to every link of its own. The links of
+// the tree and the ring join every live slot, so the news reaches each
+// within a few hops, also when slots die while it spreads (the ring heals
+// around them, and a link made later is told every loss known, tellKnown).
+// In a job that ends at a loss the abort is that news (Comm.tell).
+
+// learn records that slot is lost; it reports false when that was known.
+func (l *links) learn(slot int, why string) bool {
+	l.knownMu.Lock()
+	defer l.knownMu.Unlock()
+	if _, ok := l.known[slot]; ok {
+		return false
+	}
+	if l.known == nil {
+		l.known = map[int]string{}
+	}
+	l.known[slot] = why
+	return true
+}
+
+// knownLost reports whether slot is known lost to this slot.
+func (l *links) knownLost(slot int) bool {
+	l.knownMu.Lock()
+	defer l.knownMu.Unlock()
+	_, ok := l.known[slot]
+	return ok
+}
+
+// tellLost sends the news that slot is lost on every link but the lost
+// one's and the one it came from (from, -1 for none).
+func (l *links) tellLost(slot int, why string, from int) {
+	payload := lostNews(slot, why)
+	for _, p := range l.peerList() {
+		if p.rank != slot && p.rank != from && !p.Gone() {
+			p.Control(wire.Lost, payload)
+		}
+	}
+}
+
+func lostNews(slot int, why string) []byte {
+	return wire.AppendReason(nil, wire.Reason{Code: codes.PeerLost, Cause: codes.CauseLost, Rank: int32(slot), Msg: why})
+}
+
+// tellKnown tells a link just made every loss this slot knows of, so
+// that news which spread while it was not there reaches it too.
+func (l *links) tellKnown(p *peer) {
+	l.knownMu.Lock()
+	var news [][]byte
+	for s, why := range l.known {
+		if s != p.rank {
+			news = append(news, lostNews(s, why))
+		}
+	}
+	l.knownMu.Unlock()
+	for _, b := range news {
+		p.Control(wire.Lost, b)
+	}
+}
+
+// lostIn takes a lost frame from slot from (its reader goroutine). A
+// claim about a slot this one still hears from is not believed: its own
+// detector decides (a slot that lies cannot evict a live one from the
+// view of those that watch it). A claim about this slot itself means the
+// others have declared it lost and gone on without it: it ends.
+func (l *links) lostIn(from int, payload []byte) error {
+	r, err := wire.DecodeReason(payload)
+	if err != nil {
+		return err
+	}
+	slot := int(r.Rank)
+	if slot < 0 || slot >= l.slots || r.Cause != codes.CauseLost {
+		return slotViolation(from, "it sent the news of a loss of slot %d with cause %v (job of %d slots)", slot, r.Cause, l.slots)
+	}
+	if slot == l.self {
+		l.declaredLost(from, r.Msg)
+		return nil
+	}
+	if l.knownLost(slot) {
+		return nil
+	}
+	if p := l.peer(slot); p != nil && p.Attached() && !p.Gone() && l.hears(p) {
+		return nil
+	}
+	l.lost(slot, r.Msg)
+	return nil
+}
+
+// hears reports whether p was heard from within half this slot's silence
+// limit.
+func (l *links) hears(p *peer) bool {
+	return l.now().Sub(time.Unix(0, p.LastHeard())) < l.silence()/2
+}
+
+// declaredLost ends this slot: slot from says the others declared it lost
+// (it was silent past their limit — stopped, frozen, cut off — and the
+// job went on without it, or ended).
+func (l *links) declaredLost(from int, why string) {
+	err := &codes.Error{Code: codes.PeerLost, Rank: -1,
+		Msg: fmt.Sprintf("slot %d was declared lost by the others (slot %d told it: %s): the job went on without it, or ended", l.self, from, why)}
+	if l.rec != nil && l.rec.job.Spares > 0 && !l.lossReturn.Load() {
+		l.rec.end(err)
+		return
+	}
+	l.cur.Load().end(err, nil)
+}
+
+// heal makes the links of the tree and the ring healed around every slot
+// known lost (runtime/topo): each live slot stays watched by Watchers
+// live successors, and the news keeps a path to every live slot.
+func (l *links) heal() {
+	if !l.joined.Load() {
+		return
+	}
+	for _, s := range topo.Neighbours(l.slots, l.self, l.knownLost) {
+		l.link(s)
+	}
+}

@@ -1,0 +1,223 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"sperli/codes"
+	"sperli/runtime"
+	"sperli/runtime/topo"
+)
+
+// TestLinksOnDemand: a job of 64 ranks joins with the links of its
+// spanning tree and ring only (runtime/topo, SPEC §18), runs its
+// collectives on them (no rank gains a link), and makes a link the first
+// time a send needs one, with every check of the join.
+func TestLinksOnDemand(t *testing.T) {
+	ctx := testCtx(t)
+	const n = 64
+	f := newFixture(t, n)
+	comms := f.initAll(ctx)
+	for r, c := range comms {
+		if got, want := runtime.LinkedForTest(c), topo.Neighbours(n, r, nil); !slices.Equal(got, want) {
+			t.Fatalf("rank %d after the join has links to %v, want its tree and ring %v", r, got, want)
+		}
+	}
+	errs := each(comms, func(c *runtime.Comm) error {
+		if err := c.Barrier(ctx); err != nil {
+			return err
+		}
+		sum, err := c.Allreduce(ctx, runtime.Int64, runtime.Sum, binary.LittleEndian.AppendUint64(nil, uint64(c.Rank()+1)))
+		if err != nil {
+			return err
+		}
+		if got := binary.LittleEndian.Uint64(sum); got != n*(n+1)/2 {
+			return fmt.Errorf("allreduce = %d, want %d", got, n*(n+1)/2)
+		}
+		var data []byte
+		if c.Rank() == 37 {
+			data = []byte("from rank 37")
+		}
+		got, err := c.Bcast(ctx, 37, data)
+		if err != nil {
+			return err
+		}
+		if string(got) != "from rank 37" {
+			return fmt.Errorf("bcast = %q", got)
+		}
+		all, err := c.Gather(ctx, 5, []byte{byte(c.Rank())})
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 5 {
+			for r := range n {
+				if all[r] != byte(r) {
+					return fmt.Errorf("gather: byte %d is %d", r, all[r])
+				}
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for r, c := range comms {
+		if got, want := runtime.LinkedForTest(c), topo.Neighbours(n, r, nil); !slices.Equal(got, want) {
+			t.Fatalf("rank %d after the collectives has links to %v, want still %v", r, got, want)
+		}
+	}
+
+	// Rank 3 and rank 50 have no link; the send makes it, both ways.
+	if slices.Contains(topo.Neighbours(n, 3, nil), 50) {
+		t.Fatal("the test wants ranks 3 and 50 not to be neighbours")
+	}
+	errs = each(comms, func(c *runtime.Comm) error {
+		switch c.Rank() {
+		case 3:
+			if err := c.Send(ctx, 50, 7, []byte("hello 50")); err != nil {
+				return err
+			}
+			got, err := c.Recv(ctx, 50, 8)
+			if err == nil && string(got) != "hello 3" {
+				err = fmt.Errorf("recv = %q", got)
+			}
+			return err
+		case 50:
+			got, err := c.Recv(ctx, 3, 7)
+			if err != nil {
+				return err
+			}
+			if string(got) != "hello 50" {
+				return fmt.Errorf("recv = %q", got)
+			}
+			return c.Send(ctx, 3, 8, []byte("hello 3"))
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if !slices.Contains(runtime.LinkedForTest(comms[3]), 50) || !slices.Contains(runtime.LinkedForTest(comms[50]), 3) {
+		t.Fatalf("after the send, rank 3 links %v and rank 50 links %v: want each other", runtime.LinkedForTest(comms[3]), runtime.LinkedForTest(comms[50]))
+	}
+	for r, err := range each(comms, func(c *runtime.Comm) error { return c.Finish() }) {
+		if err != nil {
+			t.Fatalf("rank %d's Finish: %v", r, err)
+		}
+	}
+}
+
+// TestSimultaneousDials: pairs of ranks with no link send to each other at
+// the same moment, both dialing; each pair ends with one link, and every
+// message arrives, in order, both ways.
+func TestSimultaneousDials(t *testing.T) {
+	ctx := testCtx(t)
+	const n, msgs = 40, 50
+	f := newFixture(t, n)
+	comms := f.initAll(ctx)
+	partner := func(r int) int { return (r + n/2) % n } // 20 apart: never neighbours
+	errs := each(comms, func(c *runtime.Comm) error {
+		p := partner(c.Rank())
+		done := make(chan error, 1)
+		go func() {
+			for i := range msgs {
+				if err := c.Send(ctx, p, 1, []byte(fmt.Sprint(i))); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		for i := range msgs {
+			got, err := c.Recv(ctx, p, 1)
+			if err != nil {
+				return err
+			}
+			if want := fmt.Sprint(i); !bytes.Equal(got, []byte(want)) {
+				return fmt.Errorf("message %d from rank %d is %q", i, p, got)
+			}
+		}
+		return <-done
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for r, c := range comms {
+		if !slices.Contains(runtime.LinkedForTest(c), partner(r)) {
+			t.Errorf("rank %d has no link to rank %d after their messages", r, partner(r))
+		}
+	}
+	for r, err := range each(comms, func(c *runtime.Comm) error { return c.Finish() }) {
+		if err != nil {
+			t.Fatalf("rank %d's Finish: %v", r, err)
+		}
+	}
+}
+
+// TestLossNewsForAll: in a job of 24 ranks that manage their losses, a
+// rank's loss is seen by the few with a link to it, and every other rank
+// learns it from them (SPEC §18): failed() converges to the same list on
+// every rank, a collective that needs the lost rank raises H1611 on
+// every live one, and the ring heals around it.
+func TestLossNewsForAll(t *testing.T) {
+	ctx := testCtx(t)
+	const n, dead = 24, 11
+	f := newFixture(t, n)
+	f.spec.SilenceMS = 1000
+	comms := f.initAll(ctx)
+	for _, err := range each(comms, func(c *runtime.Comm) error { return c.SetOnLoss(runtime.LossReturn) }) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.CrashForTest(comms[dead])
+	errs := each(comms, func(c *runtime.Comm) error {
+		if c.Rank() == dead {
+			return nil
+		}
+		return c.Barrier(ctx)
+	})
+	for r, err := range errs {
+		if r != dead {
+			wantCode(t, fmt.Sprintf("rank %d's barrier", r), err, codes.PeerLost)
+		}
+	}
+	for r, c := range comms {
+		if r == dead {
+			continue
+		}
+		if got := c.Failed(); !slices.Equal(got, []int{dead}) {
+			t.Errorf("rank %d: failed() = %v, want [%d]", r, got, dead)
+		}
+		lost := func(s int) bool { return s == dead }
+		for _, s := range topo.Neighbours(n, r, lost) {
+			if !slices.Contains(runtime.LinkedForTest(c), s) {
+				// The healed ring's link may still be on its way.
+				waitLinked(t, ctx, c, s)
+			}
+		}
+	}
+}
+
+// waitLinked waits until c has a made link to slot s.
+func waitLinked(t *testing.T, ctx context.Context, c *runtime.Comm, s int) {
+	t.Helper()
+	for !slices.Contains(runtime.LinkedForTest(c), s) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("slot %d never linked slot %d (links %v)", c.Slot(), s, runtime.LinkedForTest(c))
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
