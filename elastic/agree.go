@@ -781,7 +781,7 @@ func (a *Agreement) step() []Out {
 	}
 	alive := a.alive()
 	if len(alive) < a.quorum() {
-		a.err = codes.New(codes.PeerLost, "agreement on generation %d: %d of %d slots live, fewer than a majority", a.gen(), len(alive), len(a.live))
+		a.err = codes.New(codes.PeerLost, "agreement on generation %d: %d of %d slots live, fewer than a majority (lost: %v)", a.gen(), len(alive), len(a.live), a.failed())
 		return nil
 	}
 	if c := a.coordinator(); c != a.self {

@@ -27,6 +27,11 @@ type RankStats struct {
 	RecvBytes   int64   `json:"recv_bytes"`
 	Collectives int64   `json:"collectives"`
 	PeakRSSKB   int64   `json:"peak_rss_kb"`
+	// PeakLinks is the most links this slot had at once; PeakFDs the
+	// most file descriptors the process had open when it made one (0
+	// where the system does not say).
+	PeakLinks int64 `json:"peak_links"`
+	PeakFDs   int64 `json:"peak_fds"`
 	// Coll is per kind of collective called ("barrier", "allreduce", …),
 	// the calls and the time waited in them.
 	Coll map[string]CollStats `json:"coll,omitempty"`

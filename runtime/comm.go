@@ -857,12 +857,18 @@ func (c *Comm) Finish() error {
 		c.finSend(slots, finFinished)
 	}
 	c.finStep()
+	var endedMeanwhile error
 	select {
 	case <-c.fin.done:
 	case <-c.dead:
+		endedMeanwhile = c.deadErr()
 	}
 	c.closingNow.Store(true)
 	for _, p := range c.links.peerList() {
+		if !p.Attached() {
+			p.Close() // never made: nothing to say bye on, nothing to wait for
+			continue
+		}
 		// A peer whose bye came first still reads until this one's.
 		if !p.Gone() || p.Bye() {
 			_ = p.Enqueue(&mesh.Frame{H: wire.Header{Type: wire.Bye, Incarnation: c.inc}})
@@ -888,6 +894,13 @@ func (c *Comm) Finish() error {
 		// before its bye, or an abort.
 		deadErr = c.deadErr()
 	default:
+	}
+	if endedMeanwhile != nil && !(c.links.rec != nil && c.links.rec.job.Spares > 0 && !c.links.lossReturn.Load()) {
+		// The job ended after this rank's program had finished, while it
+		// waited for the others: its own outcome stands (the launcher
+		// says what ended the others). With spares the loss is this
+		// generation's, which is not recovered in place (recover.go).
+		deadErr = nil
 	}
 	c.Close()
 	if deadErr != nil {

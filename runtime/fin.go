@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"sperli/codes"
+	"sperli/record"
 	"sperli/runtime/mesh"
 	"sperli/runtime/topo"
 	"sperli/wire"
@@ -57,13 +58,17 @@ func (f *finState) init() {
 	f.done = make(chan struct{})
 }
 
-// lostSlot reports whether slot is lost in c's generation: known lost to
-// this slot, or neither a rank nor a spare of its layout.
+// lostSlot reports whether slot is lost to the end of c's generation:
+// neither a rank nor a spare of its layout, or known lost to this slot
+// and a spare, or any slot in a program that manages its losses (its
+// generation goes on without them). A rank lost in a job with spares is
+// not done: the next generation replaces it, and this one does not end.
 func (c *core) lostSlot(s int) bool {
-	if c.links.knownLost(s) {
+	if c.slotRank[s] < 0 && !c.layout.IsSpare(s) {
 		return true
 	}
-	return c.slotRank[s] < 0 && !c.layout.IsSpare(s)
+	// A lost spare is nothing to wait for in any mode.
+	return (c.links.lossReturn.Load() || c.slotRank[s] < 0) && c.links.knownLost(s)
 }
 
 // finStep sends what this slot's part of the end now allows.
@@ -105,6 +110,9 @@ func (c *core) finStep() {
 // finSend sends a fin frame of kind to slots, in order behind what was
 // sent to them before.
 func (c *core) finSend(slots []int, kind byte) {
+	if len(slots) > 0 && kind != finFinished {
+		traceInstant(fmt.Sprintf("fin %d to %v", kind, slots), record.TraceRecovery, targ("generation", int(c.inc)))
+	}
 	for _, s := range slots {
 		if p := c.links.link(s); p != nil && !p.Gone() {
 			_ = p.Enqueue(&mesh.Frame{H: wire.Header{Type: wire.Fin, Incarnation: c.inc, Length: 1}, Payload: []byte{kind}})
@@ -114,6 +122,9 @@ func (c *core) finSend(slots []int, kind byte) {
 
 // finIn takes a fin frame from p (the frame's generation is c's).
 func (c *Comm) finIn(p *peer, payload []byte) error {
+	if payload[0] != finFinished {
+		traceInstant(fmt.Sprintf("fin %d from %d", payload[0], p.rank), record.TraceRecovery, targ("generation", int(c.inc)))
+	}
 	switch payload[0] {
 	case finFinished:
 		from := c.from(p)

@@ -190,6 +190,9 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 		return nil, err
 	}
 	c.links.joined.Store(true)
+	for _, p := range c.links.peerList() {
+		p.StartReading() // silence counts from now (protocol.md §6.1)
+	}
 	c.startRest()
 	return c, nil
 }
@@ -341,6 +344,9 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 	cfg.ClientCAs = s.pool
 	tc := tls.Server(raw, cfg)
 	if err := tc.HandshakeContext(ctx); err != nil {
+		if ctx.Err() != nil {
+			return joined{}, err // the slot is closing: no refusal
+		}
 		e := codes.Wrap(codes.CertRefused, err, "peer certificate refused in the TLS handshake: %v", err)
 		switch a := mesh.RemoteAlert(err); {
 		case mesh.NoCommonGroup(err):

@@ -439,7 +439,7 @@ func (l *links) monitor() {
 		}
 		// Nothing more to detect once the job is over; keep heartbeating
 		// until closed.
-		beat, lost := d.step(l.now(), time.Now(), every, silence, seen, !l.jobOver())
+		beat, lost := d.step(l.now(), time.Now(), every, silence, seen, !l.jobOver() && l.joined.Load())
 		if d.stalled > 0 {
 			l.stalledMS.Store(max(1, d.stalled.Milliseconds()))
 		}

@@ -2,6 +2,9 @@ package runtime
 
 import (
 	"context"
+	"io"
+	"os"
+	"syscall"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -93,6 +96,12 @@ func (l *links) link(slot int) *peer {
 	l.pmu.Lock()
 	defer l.pmu.Unlock()
 	p := l.expectLocked(slot)
+	if l.knownLost(slot) {
+		// A lost slot is not dialed: what is sent to it fails as on a
+		// broken connection.
+		p.Close()
+		return p
+	}
 	if !p.Attached() && !p.Gone() && !l.dials[slot] && l.accepts[slot] == 0 && !l.stopped {
 		l.dials[slot] = true
 		l.dialWG.Add(1)
@@ -153,8 +162,7 @@ func (l *links) dialer(ctx context.Context, p *peer, until time.Time) {
 			return
 		}
 		lastErr = err
-		var ce *codes.Error
-		reached = reached || errors.As(err, &ce) // a TLS or hello failure: something answered
+		reached = reached || answered(err)
 		waited := time.Since(start)
 		if joining && time.Now().After(until) {
 			return
@@ -205,7 +213,14 @@ func (l *links) attach(p *peer, jn joined) {
 	l.pmu.Lock()
 	l.keys[p.rank] = jn.key
 	l.pmu.Unlock()
-	if p.Attach(jn.conn, jn.br, jn.silence) {
+	if p.AttachWriting(jn.conn, jn.br, jn.silence) {
+		// While this slot joins, what its peers send waits in the
+		// connections (the join ends as a whole: an abort sent by a peer
+		// that joined first is read by the program's first call, not
+		// by the join); heartbeats go out at once.
+		if l.joined.Load() {
+			p.StartReading()
+		}
 		l.attached(p)
 	}
 }
@@ -237,6 +252,13 @@ func (l *links) attached(p *peer) {
 	if l.elastic() {
 		l.tellKnown(p)
 	}
+	n := 0
+	for _, q := range l.peerList() {
+		if q.Attached() && !q.Gone() {
+			n++
+		}
+	}
+	countLinks(n, openFDs())
 	l.cur.Load().finishedOn(p)
 	if l.joined.Load() {
 		l.reschedule() // its silence limit may be the smallest
@@ -323,4 +345,29 @@ type linkState struct {
 	dialWG   sync.WaitGroup
 	acceptWG sync.WaitGroup
 	linked   chan struct{} // a link was attached
+}
+
+// openFDs is the number of file descriptors the process has open, or -1.
+func openFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents) - 1 // the directory's own
+}
+
+// answered reports whether a failed dial met a peer that spoke: a TLS or
+// hello failure, not a connection refused, reset or cut before a word (a
+// dead process's port, or a port only its launcher still holds).
+func answered(err error) bool {
+	var ce *codes.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	for _, e := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EPIPE, io.EOF, io.ErrUnexpectedEOF} {
+		if errors.Is(err, e) {
+			return false
+		}
+	}
+	return true
 }

@@ -26,6 +26,7 @@ var counters struct {
 	sentMsgs, sentBytes          atomic.Int64
 	recvMsgs, recvBytes          atomic.Int64
 	colls                        atomic.Int64
+	peakLinks, peakFDs           atomic.Int64
 	// perKind counts each collective kind's calls, waits and frames,
 	// indexed by collKind (checkpoints aside: they are in ckptWait).
 	perKind [kindSplit + 1]struct {
@@ -48,6 +49,8 @@ func stats() record.RankStats {
 		RecvMsgs:    counters.recvMsgs.Load(),
 		RecvBytes:   counters.recvBytes.Load(),
 		Collectives: counters.colls.Load(),
+		PeakLinks:   counters.peakLinks.Load(),
+		PeakFDs:     counters.peakFDs.Load(),
 	}
 	for k := range counters.perKind {
 		pk := &counters.perKind[k]
@@ -143,6 +146,23 @@ func countWait(w *waitInfo) {
 		counters.collWait.Add(int64(d))
 		if int(k) < len(counters.perKind) {
 			counters.perKind[k].wait.Add(int64(d))
+		}
+	}
+}
+
+// countLinks records that the slot has n links now, and the process
+// openFDs descriptors (-1: unknown).
+func countLinks(n int, openFDs int) {
+	raise(&counters.peakLinks, int64(n))
+	raise(&counters.peakFDs, int64(openFDs))
+}
+
+// raise sets a to v if v is more.
+func raise(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
 		}
 	}
 }

@@ -113,6 +113,7 @@ type Peer struct {
 	// cork are in place (a peer made by NewPending has none before).
 	amu       sync.Mutex
 	attached  atomic.Bool
+	reading   atomic.Bool   // the reader started (StartReading)
 	closed    bool          // under amu
 	ready     chan struct{} // closed when attached or closed
 	readyOnce sync.Once
@@ -210,6 +211,18 @@ func (p *Peer) setConn(conn net.Conn, silenceMS uint32) {
 // queued meanwhile are written first, in order. It reports false, closing
 // conn, when the peer was closed meanwhile or has a connection already.
 func (p *Peer) Attach(conn net.Conn, br *bufio.Reader, silenceMS uint32) bool {
+	if !p.AttachWriting(conn, br, silenceMS) {
+		return false
+	}
+	p.StartReading()
+	return true
+}
+
+// AttachWriting is Attach without reading: the peer writes (what was
+// queued, then heartbeats and the rest) and reads nothing until
+// StartReading, so that what the peer sends waits in the connection (a
+// join that is not done yet).
+func (p *Peer) AttachWriting(conn net.Conn, br *bufio.Reader, silenceMS uint32) bool {
 	p.amu.Lock()
 	defer p.amu.Unlock()
 	if p.closed || p.attached.Load() {
@@ -225,9 +238,24 @@ func (p *Peer) Attach(conn net.Conn, br *bufio.Reader, silenceMS uint32) bool {
 	p.qmu.Lock()
 	p.attached.Store(true)
 	p.qmu.Unlock()
-	p.startLocked(br)
+	p.wg.Add(1)
+	go p.writeLoop()
 	p.setReady()
 	return true
+}
+
+// StartReading starts the reader of a peer attached by AttachWriting;
+// silence counts from now. It does nothing for a closed peer, or twice.
+func (p *Peer) StartReading() {
+	p.amu.Lock()
+	defer p.amu.Unlock()
+	if p.closed || !p.attached.Load() || p.reading.Load() {
+		return
+	}
+	p.lastHeard.Store(p.sh.Now().UnixNano())
+	p.reading.Store(true)
+	p.wg.Add(1)
+	go p.readLoop(p.br)
 }
 
 // Attached reports whether the peer has its connection.
@@ -288,14 +316,11 @@ func (p *Peer) Start(br *bufio.Reader) {
 	defer p.amu.Unlock()
 	p.br = br
 	p.attached.Store(true)
-	p.startLocked(br)
-	p.setReady()
-}
-
-func (p *Peer) startLocked(br *bufio.Reader) {
+	p.reading.Store(true)
 	p.wg.Add(2)
 	go p.writeLoop()
 	go p.readLoop(br)
+	p.setReady()
 }
 
 func (p *Peer) wake() {
@@ -718,8 +743,8 @@ func (p *Peer) Interrupt() {
 // closed, the connection ends, the job ends or ctx ends, if no other
 // goroutine is reading; it reports whether it read.
 func (p *Peer) ReadFor(ctx context.Context, done <-chan struct{}) bool {
-	if !p.attached.Load() {
-		return false // nothing to read yet: its frames come once it is attached
+	if !p.reading.Load() {
+		return false // nothing to read yet: its frames come once it reads
 	}
 	if !p.rmu.TryLock() && (!p.sh.Spins || !p.takeOver()) {
 		return false
