@@ -7,7 +7,7 @@ FUZZTIME ?= 10s
 PROPERTY_RUNS ?= 300
 PROPERTY_SEED ?= 1
 
-.PHONY: all build build-go run test test-hosts test-slurm race fuzz golden bench bench-coll bench-recovery trace-picture verify clean
+.PHONY: all build build-go run test test-hosts test-scale test-slurm race fuzz golden bench bench-coll bench-recovery trace-picture verify clean
 
 all: build
 
@@ -38,6 +38,13 @@ test:
 test-hosts:
 	$(GO) vet -tags hosts ./tests/hosts/
 	$(GO) test -tags hosts -count=1 -timeout 10m ./tests/hosts/
+
+# Jobs of 256 and 512 real rank processes on this machine (SPEC §18): the
+# result, links and descriptors per rank within their bounds; the wall
+# time and peak memory are logged (go test -v).
+test-scale:
+	$(GO) vet -tags scale ./tests/scale/
+	$(GO) test -tags scale -count=1 -v -timeout 20m ./tests/scale/
 
 # Ranks under a real Slurm cluster (slurmctld, three slurmd in network
 # namespaces, munged; docs/hosts.md). They need root, slurm-wlm, munge,

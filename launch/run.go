@@ -382,6 +382,9 @@ func (l *launcher) run(ctx context.Context) int {
 	if note := oversubscribed(local); note != "" {
 		l.say("%s", note)
 	}
+	if o.SilenceMS == 0 {
+		l.o.SilenceMS = defaultSilence(local, machineCPUs())
+	}
 	closeOut, code := l.openOutputs()
 	defer closeOut()
 	if code != 0 {
@@ -682,10 +685,10 @@ func (l *launcher) incarnation(ctx context.Context, id *job.Identity, lines []ho
 	}
 	join := time.Duration(o.JoinMS) * time.Millisecond
 	if join == 0 {
-		join = job.DefaultJoinMS * time.Millisecond
+		join = joinWindow(listeners, machineCPUs())
 	}
 	spec := job.Spec{
-		Size: o.N, Spares: o.Spares, Incarnation: inc, Hosts: table, SilenceMS: o.SilenceMS, JoinMS: o.JoinMS,
+		Size: o.N, Spares: o.Spares, Incarnation: inc, Hosts: table, SilenceMS: o.SilenceMS, JoinMS: int(join / time.Millisecond),
 		Launched: true, CheckpointDir: o.CheckpointDir, Failures: failures, Trace: l.out.trace != nil,
 		Expires: time.Now().Add(join + 5*time.Minute),
 	}
@@ -1366,4 +1369,48 @@ func (l *launcher) reportWaiting(procs []*rankProc, endedCh chan *rankProc, pend
 		}
 		l.say("  rank %d: %s", p.rank, what)
 	}
+}
+
+// joinWindow is the join window of a job whose local ranks have the
+// listeners given (nil for a remote rank) on a machine of cpus
+// processors: 30 s (SPEC §4.2), and where the ranks outnumber the
+// processors, 100 ms more for each rank a processor must start beyond
+// one: a thousand rank processes on two processors take tens of seconds
+// only to start (about 60 ms of processor time each, measured:
+// docs/scale.md), and the ranks started first must not give up on the
+// last before these have even read their descriptions.
+func joinWindow(listeners []*os.File, cpus int) time.Duration {
+	local := 0
+	for _, ln := range listeners {
+		if ln != nil {
+			local++
+		}
+	}
+	w := job.DefaultJoinMS * time.Millisecond
+	if cpus > 0 && local > cpus {
+		w += time.Duration(local-cpus) * 100 * time.Millisecond / time.Duration(cpus)
+	}
+	return min(w, time.Hour)
+}
+
+// defaultSilence is the silence limit of a job whose --silence is not
+// given, with its slots on hosts: 5 s (SPEC §7), and where the local ranks
+// outnumber the processors 250 to one or more, 20 ms a rank per
+// processor: a process among hundreds of runnable ones may wait seconds
+// for a processor while the others start, and a starved rank is not a
+// lost one (measured: a 1,024-rank job on two processors lost ranks to a
+// 5 s limit while it started; docs/scale.md). Heartbeats, a fifth of the
+// limit apart, are then fewer too.
+func defaultSilence(hostsOf []string, cpus int) int {
+	n := 0
+	for _, h := range hostsOf {
+		if hosts.IsLocal(h) {
+			n++
+		}
+	}
+	ms := job.DefaultSilenceMS
+	if cpus > 0 {
+		ms = max(ms, 20*n/cpus)
+	}
+	return min(ms, job.MaxSilenceMS)
 }

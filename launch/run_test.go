@@ -1,11 +1,13 @@
 package launch
 
 import (
+	"os"
 	"os/exec"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // hostileWords are program arguments that a remote shell would split,
@@ -136,6 +138,54 @@ func TestLossReason(t *testing.T) {
 	} {
 		if got := lossReason(tc.msg, tc.rank); got != tc.want {
 			t.Errorf("lossReason(%q, %d) = %q, want %q", tc.msg, tc.rank, got, tc.want)
+		}
+	}
+}
+
+// TestJoinWindow: 30 s, and 100 ms more per local rank a processor must
+// start beyond one.
+func TestJoinWindow(t *testing.T) {
+	local := func(n, remote int) []*os.File {
+		out := make([]*os.File, n+remote)
+		for i := 0; i < n; i++ {
+			out[i] = os.Stdin // any non-nil file: a local rank's listener
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		local, remote, cpus int
+		want                time.Duration
+	}{
+		{2, 0, 2, 30 * time.Second},
+		{8, 100, 8, 30 * time.Second},
+		{1024, 0, 2, 30*time.Second + 1022*50*time.Millisecond},
+		{64, 4, 4, 30*time.Second + 60*25*time.Millisecond},
+		{1 << 20, 0, 1, time.Hour},
+	} {
+		if got := joinWindow(local(tc.local, tc.remote), tc.cpus); got != tc.want {
+			t.Errorf("joinWindow(%d local, %d remote, %d cpus) = %v, want %v", tc.local, tc.remote, tc.cpus, got, tc.want)
+		}
+	}
+}
+
+// TestDefaultSilence: 5 s, or 20 ms a local rank per processor where that
+// is more.
+func TestDefaultSilence(t *testing.T) {
+	hostsOf := func(local, remote int) []string {
+		out := make([]string, 0, local+remote)
+		for i := 0; i < local; i++ {
+			out = append(out, "127.0.0.1")
+		}
+		for i := 0; i < remote; i++ {
+			out = append(out, "node1")
+		}
+		return out
+	}
+	for _, tc := range []struct{ local, remote, cpus, want int }{
+		{2, 0, 2, 5000}, {256, 0, 2, 5000}, {512, 0, 2, 5120}, {1024, 0, 2, 10240}, {1024, 5000, 8, 5000},
+	} {
+		if got := defaultSilence(hostsOf(tc.local, tc.remote), tc.cpus); got != tc.want {
+			t.Errorf("defaultSilence(%d local, %d remote, %d cpus) = %d, want %d", tc.local, tc.remote, tc.cpus, got, tc.want)
 		}
 	}
 }

@@ -2,15 +2,15 @@ package runtime
 
 import (
 	"context"
-	"io"
-	"os"
-	"syscall"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"sperli/codes"

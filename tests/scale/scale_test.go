@@ -1,0 +1,117 @@
+//go:build scale
+
+// Package scale runs jobs of hundreds of real rank processes on this
+// machine (SPEC §18): `make test-scale`. Each job joins, allreduces and
+// meets at a barrier; the test checks the result and, from every rank's
+// status record (--stats=json), that no rank had more links than its
+// tree and ring give it and that its descriptors stayed within
+// 2·log₂N + 8. It logs the wall time and the peak resident memory.
+package scale
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/bits"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"sperli/runtime/topo"
+	"sperli/tests/internal/testbin"
+)
+
+var sperli string
+
+func TestMain(m *testing.M) {
+	bin, err := os.MkdirTemp("", "sperli-scale-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sperli = filepath.Join(bin, "sperli")
+	root, err := testbin.Root()
+	if err == nil {
+		cmd := exec.Command("go", "build", "-o", sperli, "./cmd/sperli")
+		cmd.Dir = root
+		var out []byte
+		if out, err = cmd.CombinedOutput(); err != nil {
+			err = fmt.Errorf("%v\n%s", err, out)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building sperli:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(bin)
+	os.Exit(code)
+}
+
+const prog = `def main():
+    s = comm.allreduce("int64", "sum", array.pack("int64", [comm.rank + 1]))
+    comm.barrier()
+    if comm.rank == 0:
+        n = comm.size
+        print("sum=%d want=%d" % (array.unpack("int64", s)[0], n * (n + 1) // 2))
+`
+
+type report struct {
+	Ranks []struct {
+		Rank      int   `json:"rank"`
+		PeakRSSKB int64 `json:"peak_rss_kb"`
+		PeakLinks int64 `json:"peak_links"`
+		PeakFDs   int64 `json:"peak_fds"`
+	} `json:"sperli_stats"`
+}
+
+func TestScale(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "scale.star")
+	if err := os.WriteFile(p, []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{256, 512} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			cmd := exec.Command(sperli, "run", "-n", fmt.Sprint(n), "--stats=json", "--timeout", "4m", p)
+			cmd.Dir = dir
+			start := time.Now()
+			r := testbin.Start(t, cmd).Wait(t, 5*time.Minute)
+			took := time.Since(start)
+			if r.Code != 0 {
+				t.Fatalf("exit status %d\nstdout:\n%s\nstderr (last 3000 bytes):\n%s", r.Code, r.Stdout, tail(r.Stderr, 3000))
+			}
+			want := fmt.Sprintf("[rank 0] sum=%d want=%d", n*(n+1)/2, n*(n+1)/2)
+			if !strings.Contains(r.Stdout, want) {
+				t.Fatalf("stdout lacks %q:\n%s", want, r.Stdout)
+			}
+			js := regexp.MustCompile(`(?m)^\{"sperli_stats".*\}$`).FindString(r.Stderr)
+			var rep report
+			if err := json.Unmarshal([]byte(js), &rep); err != nil || len(rep.Ranks) != n {
+				t.Fatalf("no --stats report of %d ranks (%v) in:\n%s", n, err, tail(r.Stderr, 3000))
+			}
+			fdBound := int64(2*bits.Len(uint(n-1)) + 8)
+			var rss, links, fds int64
+			for _, x := range rep.Ranks {
+				if most := int64(len(topo.Neighbours(n, x.Rank, nil))); x.PeakLinks > most {
+					t.Errorf("rank %d had %d links at once, want at most its %d tree and ring neighbours", x.Rank, x.PeakLinks, most)
+				}
+				if x.PeakFDs > fdBound {
+					t.Errorf("rank %d had %d descriptors open, want at most 2·log₂%d + 8 = %d", x.Rank, x.PeakFDs, n, fdBound)
+				}
+				rss, links, fds = max(rss, x.PeakRSSKB), max(links, x.PeakLinks), max(fds, x.PeakFDs)
+			}
+			t.Logf("%d ranks: %v wall, peak RSS per rank at most %.1f MiB, links at most %d, descriptors at most %d", n, took.Round(10*time.Millisecond), float64(rss)/1024, links, fds)
+		})
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
