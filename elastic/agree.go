@@ -19,15 +19,17 @@ type Kind uint8
 // phases with the coordinator as the proposer and every live slot an
 // acceptor, then the decision.
 const (
-	Prepare  Kind = 1 // coordinator → all: ballot, the failed slots it knows
-	Promise  Kind = 2 // → coordinator: the ballot, failed slots, the accepted layout (or the decided one)
-	Accept   Kind = 3 // coordinator → all: ballot, the layout
-	Accepted Kind = 4 // → coordinator: the ballot
-	Decide   Kind = 5 // coordinator → all: the layout, final
-	Report   Kind = 6 // a slot that began → the coordinator: begin too (the failed slots it knows)
-	Nack     Kind = 7 // → coordinator: Ballot refused, AccBallot the higher ballot this slot promised
-	Confirm  Kind = 8 // a slot that learnt the decision → every live member: the value and its proof
-	maxKind       = Confirm
+	Prepare  Kind = 1  // coordinator → all: ballot, the failed slots it knows
+	Promise  Kind = 2  // → coordinator: the ballot, failed slots, the accepted layout (or the decided one)
+	Accept   Kind = 3  // coordinator → all: ballot, the layout
+	Accepted Kind = 4  // → coordinator: the ballot
+	Decide   Kind = 5  // coordinator → all: the layout, final
+	Report   Kind = 6  // a slot that began → the coordinator: begin too (the failed slots it knows)
+	Nack     Kind = 7  // → coordinator: Ballot refused, AccBallot the higher ballot this slot promised
+	Confirm  Kind = 8  // a slot that learnt the decision → its live ring neighbours: the value and its proof
+	Checked  Kind = 9  // → its parent in the check tree: every member of its subtree confirmed the value with its ring neighbours
+	Final    Kind = 10 // the check tree's root → down the tree: every live member did; act on the value
+	maxKind       = Final
 )
 
 // Msg is one agreement message. Gen names the instance: for the
@@ -193,7 +195,7 @@ func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
 	if len(b) != 0 {
 		return bad("message has %d bytes after its end", len(b))
 	}
-	final := k == Decide || k == Confirm || (k == Promise && out.Decided)
+	final := k == Decide || k == Confirm || k == Checked || k == Final || (k == Promise && out.Decided)
 	needValue := final || k == Accept || (k == Promise && out.AccBallot != 0)
 	if needValue != (out.Value != nil) || (out.Decided && k != Promise) || (out.Input != nil && k != Promise) || final != (out.Proof != nil) {
 		return bad("%v message with value %v, decided %v, input %v, proof %v", k, out.Value != nil, out.Decided, out.Input != nil, out.Proof != nil)
@@ -204,7 +206,7 @@ func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
 
 func (k Kind) String() string {
 	if k >= Prepare && k <= maxKind {
-		return [...]string{"", "prepare", "promise", "accept", "accepted", "decide", "report", "nack", "confirm"}[k]
+		return [...]string{"", "prepare", "promise", "accept", "accepted", "decide", "report", "nack", "confirm", "checked", "final"}[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -245,7 +247,17 @@ type Agreement struct {
 	decided   []byte
 	proof     *Proof       // decided's
 	confirmed map[int]bool // the members whose confirm of decided came (and this slot)
-	keys      Keys
+	// The check of the decision (check.go): the ring neighbours told
+	// (confirmSent), the children told the final (finalSent), the check
+	// tree's children whose subtree checked (checked), the parent told
+	// (checkedTo, -1 none), and the root's word that every live member
+	// checked (final).
+	confirmSent map[int]bool
+	finalSent   map[int]bool
+	checked     map[int]bool
+	checkedTo   int
+	final       bool
+	keys        Keys
 
 	// Coordinator of ballot: the round it runs, or 0.
 	ballot   uint64
@@ -414,21 +426,10 @@ func (a *Agreement) Failed() []int { return a.failed() }
 // act on it, for a lying coordinator may have decided another value for
 // some of them (docs/protocol.md §12.4).
 func (a *Agreement) Decided() ([]byte, bool) {
-	if a.decided == nil || a.err != nil || a.unconfirmed() >= 0 {
+	if a.decided == nil || a.err != nil || !a.final || a.unconfirmed() >= 0 {
 		return nil, false
 	}
 	return a.decided, true
-}
-
-// unconfirmed is the first live member whose confirm of the decision has
-// not come, or -1.
-func (a *Agreement) unconfirmed() int {
-	for _, s := range a.alive() {
-		if !a.confirmed[s] {
-			return s
-		}
-	}
-	return -1
 }
 
 // DecidedLayout is the decided layout of an agreement made by
@@ -473,6 +474,9 @@ func (a *Agreement) Suspect(slot int) []Out {
 		return nil
 	}
 	a.lost[slot] = true
+	if a.decided != nil {
+		return a.stepCheck() // the ring and the check tree heal around it
+	}
 	return a.step()
 }
 
@@ -484,12 +488,16 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 	if a.lost[from] {
 		// A decision is final whoever brings it, even a slot lost since
 		// it sent it: a quorum accepted it.
-		if m.Kind == Decide || m.Kind == Confirm {
+		if m.Kind == Decide || m.Kind == Confirm || m.Kind == Final {
 			if err := a.Plausible(from, m); err != nil {
 				a.liar, a.err = from, err
 				return nil
 			}
-			return a.decideFrom(from, m.Value, m.Proof)
+			out := a.decideFrom(from, m.Value, m.Proof)
+			if m.Kind == Final && a.err == nil {
+				out = append(out, a.finalIn(from)...) // its root's word, sent before it was lost
+			}
+			return out
 		}
 		return nil
 	}
@@ -540,6 +548,17 @@ func (a *Agreement) Receive(from int, m Msg) []Out {
 		out = append(out, a.decideFrom(from, m.Value, m.Proof)...)
 		if a.err == nil {
 			a.confirmed[from] = true
+			out = append(out, a.stepCheck()...)
+		}
+	case Checked:
+		out = append(out, a.decideFrom(from, m.Value, m.Proof)...)
+		if a.err == nil {
+			out = append(out, a.checkedIn(from)...)
+		}
+	case Final:
+		out = append(out, a.decideFrom(from, m.Value, m.Proof)...)
+		if a.err == nil {
+			out = append(out, a.finalIn(from)...)
 		}
 	case Report:
 		// The reporter began: so does this slot (it is, or becomes, the
@@ -591,7 +610,7 @@ func (a *Agreement) Plausible(from int, m Msg) error {
 			return a.lieErr(from, "a %v bringing %s", m.Kind, why(err))
 		}
 	}
-	final := m.Kind == Decide || m.Kind == Confirm || (m.Kind == Promise && m.Decided)
+	final := m.Kind == Decide || m.Kind == Confirm || m.Kind == Checked || m.Kind == Final || (m.Kind == Promise && m.Decided)
 	switch {
 	case final != (m.Proof != nil):
 		return a.lieErr(from, "a %v with a proof %v", m.Kind, m.Proof != nil)
@@ -663,10 +682,7 @@ func (a *Agreement) Awaited() (int, string) {
 		return -1, ""
 	}
 	if a.decided != nil {
-		if s := a.unconfirmed(); s >= 0 {
-			return s, "confirm"
-		}
-		return -1, ""
+		return a.awaitedCheck()
 	}
 	if !a.ready {
 		return -1, ""
@@ -743,9 +759,9 @@ func (a *Agreement) conflict(from int, p *Proof) {
 	a.lie(hi.Origin, "it decided in ballot %d a value other than the one slot %d decided in ballot %d (brought by slot %d): a later coordinator carries a decided value on, so it lied, or a member hid from it the value it had accepted", hi.Ballot, lo.Origin, lo.Ballot, from)
 }
 
-// decide takes v, decided with proof p, and confirms it to every live
-// member: the decision reaches all from whoever knows it, and a slot acts
-// on it once every live member confirmed the same (Decided).
+// decide takes v, decided with proof p, and begins its check (check.go):
+// the decision reaches all from whoever knows it, and a slot acts on it
+// once the check says every live member holds the same (Decided).
 func (a *Agreement) decide(v []byte, p *Proof) []Out {
 	if a.decided != nil {
 		return nil
@@ -753,13 +769,8 @@ func (a *Agreement) decide(v []byte, p *Proof) []Out {
 	a.decided, a.proof = v, p
 	a.ballot = 0
 	a.confirmed = map[int]bool{a.self: true}
-	var out []Out
-	for _, s := range a.alive() {
-		if s != a.self {
-			out = append(out, Out{s, Msg{Kind: Confirm, Gen: a.gen(), Value: v, Proof: p, Failed: a.failed()}})
-		}
-	}
-	return out
+	a.confirmSent, a.finalSent, a.checked, a.checkedTo = map[int]bool{}, map[int]bool{}, map[int]bool{}, -1
+	return a.stepCheck()
 }
 
 // alive is the slots of cur not known lost.

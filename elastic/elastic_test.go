@@ -113,7 +113,7 @@ func FuzzMsg(f *testing.F) {
 	l := Initial(3, 2)
 	v, _ := Layout{Gen: 1, Ranks: []int{0, 3, 2}, Spares: []int{4}, Lost: []int{1}, Slots: l.Slots}.MarshalBinary()
 	p := testKeys(0).Prove(0, 1, 5, v)
-	for _, m := range []Msg{{Kind: Prepare, Gen: 1, Ballot: 5, Failed: []int{1}}, {Kind: Decide, Gen: 1, Value: v, Proof: p}, {Kind: Confirm, Gen: 1, Value: v, Proof: p, Failed: []int{1}}, {Kind: Promise, Gen: 2, Ballot: 9, Input: []byte{1}}} {
+	for _, m := range []Msg{{Kind: Prepare, Gen: 1, Ballot: 5, Failed: []int{1}}, {Kind: Decide, Gen: 1, Value: v, Proof: p}, {Kind: Confirm, Gen: 1, Value: v, Proof: p, Failed: []int{1}}, {Kind: Checked, Gen: 1, Value: v, Proof: p}, {Kind: Final, Gen: 1, Value: v, Proof: p, Failed: []int{1}}, {Kind: Promise, Gen: 2, Ballot: 9, Input: []byte{1}}} {
 		b, _ := m.MarshalBinary()
 		f.Add(b)
 	}
@@ -142,6 +142,8 @@ func TestMsgProofDecoding(t *testing.T) {
 		t.Fatalf("a good proof: %+v, %v", back.Proof, err)
 	}
 	noProof, _ := Msg{Kind: Decide, Gen: 1, Value: v}.MarshalBinary()
+	finalNoProof, _ := Msg{Kind: Final, Gen: 1, Value: v}.MarshalBinary()
+	checkedNoValue, _ := Msg{Kind: Checked, Gen: 1, Proof: testKeys(0).Prove(0, 1, 5, v)}.MarshalBinary()
 	prepare, _ := Msg{Kind: Prepare, Gen: 1, Ballot: 5}.MarshalBinary()
 	withProof := append(append([]byte{}, prepare...), good[len(good)-proofLen:]...)
 	withProof[1] |= 8
@@ -155,6 +157,8 @@ func TestMsgProofDecoding(t *testing.T) {
 		{"proof cut short", good[:len(good)-10], "proof cut short"},
 		{"origin outside the job", outside, "proof by slot"},
 		{"decide without a proof", noProof, "proof false"},
+		{"final without a proof", finalNoProof, "proof false"},
+		{"checked without a value", checkedNoValue, "value false"},
 		{"prepare with a proof", withProof, "proof true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,6 +183,9 @@ type sim struct {
 	notice  []pending // crashes not yet told to a slot
 	decided map[int]Layout
 	sent    int
+	// checks counts the messages of the decision's check (confirm,
+	// checked, final) each slot sent.
+	checks map[int]int
 }
 
 type pending struct{ to, slot int }
@@ -199,6 +206,12 @@ func (s *sim) deliver(from int, outs []Out) {
 		k := [2]int{from, o.To}
 		s.queues[k] = append(s.queues[k], m)
 		s.sent++
+		if m.Kind == Confirm || m.Kind == Checked || m.Kind == Final {
+			if s.checks == nil {
+				s.checks = map[int]int{}
+			}
+			s.checks[from]++
+		}
 	}
 }
 
@@ -240,8 +253,13 @@ func runSim(t *testing.T, seed int64, cur Layout, before []int, chaos float64) (
 // runEngines plays one agreement of the engines made by mk on the
 // simulated network and returns the decided values of the live slots.
 func runEngines(t *testing.T, seed int64, cur Layout, before []int, chaos float64, mk func(slot int) *Agreement) (map[int][]byte, map[int]bool, map[int]error) {
+	return runEnginesOn(t, &sim{}, seed, cur, before, chaos, mk)
+}
+
+// runEnginesOn is runEngines on s, which keeps its counts.
+func runEnginesOn(t *testing.T, s *sim, seed int64, cur Layout, before []int, chaos float64, mk func(slot int) *Agreement) (map[int][]byte, map[int]bool, map[int]error) {
 	rng := rand.New(rand.NewSource(seed))
-	s := &sim{rng: rng, agr: map[int]*Agreement{}, queues: map[[2]int][]Msg{}, crashed: map[int]bool{}}
+	s.rng, s.agr, s.queues, s.crashed = rng, map[int]*Agreement{}, map[[2]int][]Msg{}, map[int]bool{}
 	for x := 0; x < cur.Slots; x++ {
 		s.agr[x] = mk(x)
 	}
@@ -380,6 +398,48 @@ func TestAgreementProperty(t *testing.T) {
 				if slices.Contains(first.Live(), b) {
 					t.Fatalf("seed %d: slot %d lost before the start is live in %+v", seed, b, *first)
 				}
+			}
+		}
+	}
+}
+
+// TestAgreementPropertyLarge: the property of TestAgreementProperty in
+// jobs of 20 to 150 slots, where the check of the decision runs on a ring
+// and a tree of several levels (check.go) and heals around slots lost
+// during it; and each slot sends a few check messages, not one per member.
+func TestAgreementPropertyLarge(t *testing.T) {
+	runs := 60
+	if testing.Short() {
+		runs = 20
+	}
+	for seed := int64(0); seed < int64(runs); seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		n, sp := 20+rng.Intn(130), 1+rng.Intn(3)
+		cur := Initial(n, sp)
+		before := []int{rng.Intn(n)}
+		chaos := []float64{0, 0.0005, 0.002}[seed%3]
+		s := &sim{}
+		decided, crashed, errs := runEnginesOn(t, s, seed, cur, before, chaos, func(x int) *Agreement { return NewAgreement(x, cur, testKeys(x)) })
+		var first []byte
+		for x, v := range decided {
+			if first == nil {
+				first = v
+			} else if string(first) != string(v) {
+				t.Fatalf("seed %d: slot %d decided another value", seed, x)
+			}
+		}
+		for _, x := range cur.Live() {
+			if _, ok := decided[x]; !ok && !crashed[x] && len(errs) == 0 {
+				t.Fatalf("seed %d (%d slots): live slot %d neither decided nor failed", seed, n+sp, x)
+			}
+		}
+		lostHere := len(crashed) - (cur.Slots - len(cur.Live()))
+		for x, c := range s.checks {
+			// Four ring neighbours, a parent, up to eight children; each
+			// loss may add ring neighbours, a parent, and the children of
+			// a lost child to tell.
+			if bound := 4 + 1 + 8 + 11*lostHere; c > bound {
+				t.Fatalf("seed %d (%d slots): slot %d sent %d check messages, want at most %d", seed, n+sp, x, c, bound)
 			}
 		}
 	}
