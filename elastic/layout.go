@@ -16,7 +16,7 @@ import (
 )
 
 // MaxSlots is the most slots a layout has.
-const MaxSlots = 4096
+const MaxSlots = 65535
 
 // Layout is a generation's map of ranks to slots. It is a value: Next
 // makes a new one and never changes or aliases the old.

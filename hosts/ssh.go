@@ -79,6 +79,12 @@ func SSHArgv(host string, command []string) []string {
 	return argv
 }
 
+// LastDefaultPort is the last port BasePort + rank may give: the ports
+// above are Linux's ephemeral ones, where a dialer's own port could take
+// it. A rank beyond (rank > LastDefaultPort - BasePort) needs a port on
+// its line.
+const LastDefaultPort = 32767
+
 // RankPort returns the port a rank listens at when the launcher does not
 // hand it a socket: the port of its line, else BasePort + rank.
 func RankPort(l Line, rank int) int {

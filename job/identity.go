@@ -46,6 +46,9 @@ type Spec struct {
 	Spares        int // spare slots after the ranks (SPEC §10)
 	Incarnation   uint32
 	Hosts         []Host // one per slot
+	// Runs, when set (Compacted), is Hosts as runs (runs.go): the
+	// descriptions carry them instead of the table.
+	Runs          []Run
 	SilenceMS     int
 	JoinMS        int
 	Launched      bool
@@ -53,6 +56,14 @@ type Spec struct {
 	Failures      string
 	Trace         bool      // --trace: the ranks write trace records
 	Expires       time.Time // token expiry
+}
+
+// Compacted returns s with its host table also as runs, when runs are
+// shorter (Compact): the descriptions Describe makes then carry the runs,
+// O(hosts) instead of O(slots). Call it once, not per rank.
+func (s Spec) Compacted() Spec {
+	s.Runs = Compact(s.Hosts)
+	return s
 }
 
 // Describe makes rank's job description: a certificate for its host, a
@@ -89,6 +100,7 @@ func (id *Identity) Describe(s Spec, rank int) (*Job, error) {
 		Spares:        s.Spares,
 		Incarnation:   s.Incarnation,
 		Hosts:         s.Hosts,
+		Runs:          s.Runs,
 		CA:            id.CA.CertDER,
 		Cert:          certDER,
 		Key:           seed,
@@ -100,6 +112,9 @@ func (id *Identity) Describe(s Spec, rank int) (*Job, error) {
 		CheckpointDir: s.CheckpointDir,
 		Failures:      s.Failures,
 		Trace:         s.Trace,
+	}
+	if s.Runs != nil {
+		j.Hosts = nil
 	}
 	if rank == 0 || rank >= s.Size {
 		// Every spare may become rank 0, the COMMIT signer (SPEC §10.2).

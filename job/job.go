@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"sperli/codes"
@@ -47,7 +48,11 @@ type Job struct {
 	Size          int    `json:"size"`
 	Spares        int    `json:"spares,omitempty"` // spare slots Size … Size+Spares-1 (SPEC §10)
 	Incarnation   uint32 `json:"inc"`
-	Hosts         []Host `json:"hosts"`
+	// Hosts is where each slot listens; or Runs, the same as runs of
+	// consecutive slots and ports (runs.go). A description has one of
+	// them. HostOf reads either.
+	Hosts         []Host `json:"hosts,omitempty"`
+	Runs          []Run  `json:"runs,omitempty"`
 	CA            []byte `json:"ca"`                  // the job CA's certificate, DER
 	Cert          []byte `json:"cert"`                // this rank's certificate, DER
 	Key           []byte `json:"key"`                 // this rank's Ed25519 private key seed (32 bytes)
@@ -89,6 +94,9 @@ type Job struct {
 	OnLauncherLost func() `json:"-"`
 	// Die, when set, replaces the SIGKILL of a scheduled test failure.
 	Die func() `json:"-"`
+	runOnce  sync.Once // runIndex
+	runStart []int     // the first slot of each run
+
 	// Env is what the process's environment said when the job was read
 	// (Read sets it); nil for a description built by hand, for which
 	// Validate reads the environment then (ReadEnv).
@@ -195,7 +203,9 @@ func (j *Job) Validate() error {
 		return bad("spares is %d, want 0 to %d", j.Spares, MaxSize-j.Size)
 	case j.Rank < 0 || j.Rank >= j.Slots():
 		return bad("rank is %d, want 0 to %d", j.Rank, j.Slots()-1)
-	case len(j.Hosts) != j.Slots():
+	case (j.Hosts == nil) == (j.Runs == nil):
+		return bad("it has %d host entries and %d runs, want one of the two", len(j.Hosts), len(j.Runs))
+	case j.Runs == nil && len(j.Hosts) != j.Slots():
 		return bad("host table has %d entries, want %d (the size and the spares)", len(j.Hosts), j.Slots())
 	case len(j.CA) == 0:
 		return bad("ca is missing")
@@ -216,7 +226,12 @@ func (j *Job) Validate() error {
 	case j.ListenFD < 0:
 		return bad("listen_fd is %d, want 0 (none) or a descriptor", j.ListenFD)
 	}
-	for i, h := range j.Hosts {
+	if j.Runs != nil {
+		if err := checkRuns(j.Runs, j.Slots()); err != nil {
+			return bad("%v", err)
+		}
+	}
+	for i, h := range j.hostEntries() {
 		if h.Host == "" || len(h.Host) > 253 || strings.ContainsAny(h.Host, " \t\r\n/") {
 			return bad("host %d is %q, not a host name or address", i, h.Host)
 		}
@@ -227,14 +242,19 @@ func (j *Job) Validate() error {
 	if err := checkFailures(j.Failures); err != nil {
 		return err
 	}
+	if j.Runs != nil {
+		j.runIndex()
+		return checkHosts(j.hostEntries(), func(i int) int { return j.runStart[i] }, j.Environment().Refused)
+	}
 	return checkHostTable(j.Hosts, j.Environment().Refused)
 }
 
 // Slots is the number of processes of the job: its ranks and its spares.
 func (j *Job) Slots() int { return j.Size + j.Spares }
 
-// MaxSize is the largest job this version runs.
-const MaxSize = 4096
+// MaxSize is the largest job this version runs: slots are u16 in the
+// agreement (docs/protocol.md §12.4).
+const MaxSize = 65535
 
 // MaxSilenceMS is the longest silence limit (one day).
 const MaxSilenceMS = 86400000
@@ -289,10 +309,15 @@ func (j *Job) Log(format string, args ...any) {
 // checkHostTable applies the refused-host rule of SPEC §4.4 to a job's host
 // table, as every part that reads hosts must.
 func checkHostTable(table []Host, env string) error {
+	return checkHosts(table, func(i int) int { return i }, env)
+}
+
+// checkHosts is checkHostTable of entries whose first slots slotOf gives.
+func checkHosts(table []Host, slotOf func(i int) int, env string) error {
 	r := hosts.NewRefuser(env, nil)
 	for i, h := range table {
 		if why, refused := r.Refused(h.Host); refused {
-			return codes.New(codes.HostRefused, "host %s of rank %d refused (%s)", h.Host, i, why)
+			return codes.New(codes.HostRefused, "host %s of rank %d refused (%s)", h.Host, slotOf(i), why)
 		}
 	}
 	return nil

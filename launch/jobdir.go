@@ -63,7 +63,7 @@ func LoadJobDir(dir string, n int) (*job.Identity, []hosts.Line, string, error) 
 		if j.ID != j0.ID || j.Size != size || j.Rank != r || !bytes.Equal(j.CA, j0.CA) || !bytes.Equal(j.JobKey, j0.JobKey) {
 			return nil, nil, "", usage("--job %s: rank-%d.job is not of the job of rank-0.job (job, size, rank, CA or key differ)", dir, r)
 		}
-		h := j.Hosts[r]
+		h := j.HostOf(r)
 		id.Fix(r, h.Host, j.Cert, j.Key)
 		lines[r] = hosts.Line{Host: h.Host, Port: h.Port, Line: r + 1}
 	}

@@ -51,6 +51,9 @@ func MakeJob(o MakeOptions) ([]string, error) {
 	}
 	slots := o.N + o.Spares
 	pl, err := Place(slots, o.HostsFile, o.DenyFile, byNode)
+	if err == nil {
+		err = checkDefaultPorts(o.HostsFile, pl.Lines, slots, true)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +69,7 @@ func MakeJob(o MakeOptions) ([]string, error) {
 	for r := range table {
 		table[r] = job.Host{Host: pl.Lines[r].Host, Port: hosts.RankPort(pl.Lines[r], r)}
 	}
-	spec := job.Spec{Size: o.N, Spares: o.Spares, Hosts: table, SilenceMS: o.SilenceMS, CheckpointDir: o.CheckpointDir, Expires: time.Now().Add(exp)}
+	spec := job.Spec{Size: o.N, Spares: o.Spares, Hosts: table, SilenceMS: o.SilenceMS, CheckpointDir: o.CheckpointDir, Expires: time.Now().Add(exp)}.Compacted()
 	files := make([]secretFile, slots)
 	for r := 0; r < slots; r++ {
 		j, err := id.Describe(spec, r)

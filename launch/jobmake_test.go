@@ -103,8 +103,14 @@ func TestMakeJobDirectoryInTheWay(t *testing.T) {
 // Linux's ephemeral range (32768–60999), where a dialer's own port could
 // take it; the line's own port wins.
 func TestMakeJobDefaultPorts(t *testing.T) {
-	if last := hosts.BasePort + job.MaxSize - 1; hosts.BasePort < 1024 || last >= 32768 {
-		t.Errorf("default ports %d..%d, want them within 1024..32767", hosts.BasePort, last)
+	if hosts.BasePort < 1024 || hosts.LastDefaultPort >= 32768 {
+		t.Errorf("default ports %d..%d, want them within 1024..32767", hosts.BasePort, hosts.LastDefaultPort)
+	}
+	if last := hosts.LastDefaultPort - hosts.BasePort; last < 8192 {
+		t.Errorf("default ports end at rank %d, want a job of 8192 ranks at least", last)
+	}
+	if _, err := MakeJob(MakeOptions{N: hosts.LastDefaultPort - hosts.BasePort + 2, Out: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "needs a port on its line") {
+		t.Errorf("job make of more ranks than default ports: %v, want the rank past them named", err)
 	}
 	dir := t.TempDir()
 	list := filepath.Join(dir, "hosts.txt")

@@ -92,7 +92,7 @@ func MakeKube(o MakeOptions, k KubeOptions) (string, error) {
 	if exp == 0 {
 		exp = DefaultExpires
 	}
-	spec := job.Spec{Size: o.N, Spares: k.Spares, Hosts: table, SilenceMS: o.SilenceMS, CheckpointDir: o.CheckpointDir, Expires: time.Now().Add(exp)}
+	spec := job.Spec{Size: o.N, Spares: k.Spares, Hosts: table, SilenceMS: o.SilenceMS, CheckpointDir: o.CheckpointDir, Expires: time.Now().Add(exp)}.Compacted()
 	descs := make([][]byte, slots)
 	for r := range descs {
 		j, err := id.Describe(spec, r)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/signal"
@@ -170,6 +171,20 @@ func Place(n int, hostsFile, denyFile string, byNode bool) (*Placement, error) {
 		return nil, usage("%s: %d slots in all, want at least %d (one per rank)", hostsFile, len(pl.Lines), n)
 	}
 	return pl, nil
+}
+
+// checkDefaultPorts refuses a rank of lines[:n] that would listen at its
+// default port (hosts.RankPort) when that is past hosts.LastDefaultPort;
+// local says whether a local rank does (sperli job make) or gets its
+// socket from the launcher (run).
+func checkDefaultPorts(file string, lines []hosts.Line, n int, local bool) error {
+	for r := 0; r < n && r < len(lines); r++ {
+		l := lines[r]
+		if l.Port == 0 && (local || !hosts.IsLocal(l.Host)) && hosts.BasePort+r > hosts.LastDefaultPort {
+			return usage("%s: rank %d on %s needs a port on its line: the default ports (%d + rank) end at rank %d", file, r, l.Host, hosts.BasePort, hosts.LastDefaultPort-hosts.BasePort)
+		}
+	}
+	return nil
 }
 
 // fileErr makes a host or deny list that cannot be read a usage error
@@ -419,6 +434,9 @@ func (l *launcher) placement() (*job.Identity, *Placement, int) {
 			return nil, nil, 2
 		}
 		pl, err := Place(o.N+o.Spares, o.HostsFile, o.DenyFile, byNode)
+		if err == nil {
+			err = checkDefaultPorts(o.HostsFile, pl.Lines, o.N+o.Spares, false)
+		}
 		if err != nil {
 			l.say("%v", err)
 			return nil, nil, ExitCode(err)
@@ -688,7 +706,7 @@ func (l *launcher) incarnation(ctx context.Context, id *job.Identity, lines []ho
 		join = joinWindow(listeners, machineCPUs())
 	}
 	spec := job.Spec{
-		Size: o.N, Spares: o.Spares, Incarnation: inc, Hosts: table, SilenceMS: o.SilenceMS, JoinMS: int(join / time.Millisecond),
+		Size: o.N, Spares: o.Spares, Incarnation: inc, Hosts: table, Runs: job.Compact(table), SilenceMS: o.SilenceMS, JoinMS: int(join / time.Millisecond),
 		Launched: true, CheckpointDir: o.CheckpointDir, Failures: failures, Trace: l.out.trace != nil,
 		Expires: time.Now().Add(join + 5*time.Minute),
 	}
@@ -805,27 +823,96 @@ func (l *launcher) hostTable(lines []hosts.Line) (table []job.Host, listeners []
 	n := l.o.N + l.o.Spares
 	table = make([]job.Host, n)
 	listeners = make([]*os.File, n)
-	for r := 0; r < n; r++ {
+	for r := 0; r < n; {
 		line := lines[r]
 		if !hosts.IsLocal(line.Host) {
 			table[r] = job.Host{Host: line.Host, Port: hosts.RankPort(line, r)}
+			r++
 			continue
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort(hosts.ListenHost(line.Host), "0"))
+		// The local ranks of one address that follow each other listen at
+		// consecutive ports when such a block is free: their descriptions
+		// then say where each listens in one run (job.Run, SPEC §18).
+		end := r + 1
+		for end < n && lines[end].Host == line.Host {
+			end++
+		}
+		block, err := listenBlock(hosts.ListenHost(line.Host), end-r)
 		if err != nil {
 			l.say("rank %d: cannot listen on %s: %v", r, line.Host, err)
 			return table, listeners, false
 		}
-		f, err := ln.(*net.TCPListener).File()
-		ln.Close()
-		if err != nil {
-			l.say("rank %d: %v", r, err)
-			return table, listeners, false
+		for i, f := range block {
+			listeners[r+i] = f.file
+			table[r+i] = job.Host{Host: line.Host, Port: f.port}
 		}
-		listeners[r] = f
-		table[r] = job.Host{Host: line.Host, Port: portOf(ln.Addr())}
+		r = end
 	}
 	return table, listeners, true
+}
+
+type boundPort struct {
+	file *os.File
+	port int
+}
+
+// listenBlock binds k listening sockets at addr: at k consecutive ports
+// below the kernel's ephemeral range when it finds such a block free
+// (a few random tries), else each at a port the kernel chooses. The
+// launcher binds and keeps them, so two jobs never collide on one.
+func listenBlock(addr string, k int) ([]boundPort, error) {
+	const lo, hi = 10000, 32768 // below the ephemeral ports of outgoing connections
+	if k > 1 && k < hi-lo {
+		for try := 0; try < 16; try++ {
+			base := lo + rand.IntN(hi-lo-k)
+			if out, ok := bindRange(addr, base, k); ok {
+				return out, nil
+			}
+		}
+	}
+	out := make([]boundPort, 0, k)
+	for i := 0; i < k; i++ {
+		f, port, err := bindOne(addr, 0)
+		if err != nil {
+			closeBound(out)
+			return nil, err
+		}
+		out = append(out, boundPort{f, port})
+	}
+	return out, nil
+}
+
+// bindRange binds ports base … base+k-1 at addr, or none.
+func bindRange(addr string, base, k int) ([]boundPort, bool) {
+	out := make([]boundPort, 0, k)
+	for p := base; p < base+k; p++ {
+		f, port, err := bindOne(addr, p)
+		if err != nil {
+			closeBound(out)
+			return nil, false
+		}
+		out = append(out, boundPort{f, port})
+	}
+	return out, true
+}
+
+func bindOne(addr string, port int) (*os.File, int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := ln.(*net.TCPListener).File()
+	ln.Close()
+	if err != nil {
+		return nil, 0, err
+	}
+	return f, portOf(ln.Addr()), nil
+}
+
+func closeBound(bs []boundPort) {
+	for _, b := range bs {
+		b.file.Close()
+	}
 }
 
 // closeFiles closes every file of fs that is set, and forgets it.

@@ -62,7 +62,7 @@ func (s *joinState) fatal(err error) {
 
 // addrOf is where slot listens.
 func (s *joinState) addrOf(slot int) string {
-	h := s.j.Hosts[slot]
+	h := s.j.HostOf(slot)
 	return net.JoinHostPort(h.Host, strconv.Itoa(h.Port))
 }
 
@@ -272,7 +272,7 @@ func (s *joinState) listener() (net.Listener, error) {
 	if j.ListenFD > 0 {
 		return inheritListener(j.ListenFD)
 	}
-	h := j.Hosts[j.Rank]
+	h := j.HostOf(j.Rank)
 	addr := net.JoinHostPort(hosts.ListenHost(h.Host), strconv.Itoa(h.Port))
 	if !hosts.IsLocal(h.Host) {
 		addr = net.JoinHostPort("", strconv.Itoa(h.Port))
@@ -382,7 +382,7 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 	}
 	if _, err := pki.VerifyToken(hello.Token, s.c.jobPub, pki.Expect{
 		Job: s.j.ID, Rank: rank, Size: s.j.Slots(), Incarnation: s.j.Incarnation,
-		Host: s.j.Hosts[rank].Host, Now: s.j.Clock(),
+		Host: s.j.HostOf(rank).Host, Now: s.j.Clock(),
 	}); err != nil {
 		s.refuseConn(tc, br, rank, err)
 		return joined{}, err
@@ -547,7 +547,7 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 	raw.SetDeadline(s.handshakeDeadline())
 	cfg := mesh.TLSConfig(s.cert)
 	cfg.RootCAs = s.pool
-	cfg.ServerName = s.j.Hosts[r].Host
+	cfg.ServerName = s.j.HostOf(r).Host
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
 		job, rank, err := pki.CertIdentity(cs.PeerCertificates[0])
 		if err != nil {
@@ -602,7 +602,7 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 	}
 	if _, err := pki.VerifyToken(hello.Token, s.c.jobPub, pki.Expect{
 		Job: s.j.ID, Rank: r, Size: s.j.Slots(), Incarnation: s.j.Incarnation,
-		Host: s.j.Hosts[r].Host, Now: s.j.Clock(),
+		Host: s.j.HostOf(r).Host, Now: s.j.Clock(),
 	}); err != nil {
 		s.refuseConn(tc, br, r, err)
 		return joined{}, err, false

@@ -38,18 +38,13 @@ func spinLimit(j *Job) (time.Duration, error) {
 		}
 		return time.Duration(us) * time.Microsecond, nil
 	}
-	local, first := 0, j.Rank
-	for r, h := range j.Hosts {
-		if h.Host == j.Hosts[j.Rank].Host {
-			local++
-			first = min(first, r)
-		}
-	}
+	self := j.HostOf(j.Rank).Host
+	local, first := j.OnHost(self)
 	if cpus := hostCPUs(); local > cpus {
 		// The launcher says so for its own machine; on another host the
 		// first rank there says it, once (SPEC §2: a note, not an error).
-		if j.Launched && first == j.Rank && !hosts.IsLocal(j.Hosts[j.Rank].Host) {
-			j.Log("note: %d ranks on host %s, which has %d processors: they share them, and do not spin while they wait", local, j.Hosts[j.Rank].Host, cpus)
+		if j.Launched && first == j.Rank && !hosts.IsLocal(self) {
+			j.Log("note: %d ranks on host %s, which has %d processors: they share them, and do not spin while they wait", local, self, cpus)
 		}
 		return 0, nil
 	}

@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 	if err == nil {
 		cmd := exec.Command("go", "build", "-o", sperli, "./cmd/sperli")
 		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build-go
 		var out []byte
 		if out, err = cmd.CombinedOutput(); err != nil {
 			err = fmt.Errorf("%v\n%s", err, out)
@@ -51,6 +52,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// prog is scripts/bench/scale.star.
 const prog = `def main():
     s = comm.allreduce("int64", "sum", array.pack("int64", [comm.rank + 1]))
     comm.barrier()

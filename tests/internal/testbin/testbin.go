@@ -45,11 +45,13 @@ func TempDir(prefix string) (string, error) {
 	return real, nil
 }
 
-// Build runs `go build -o OUT PKG` in root for every {OUT, PKG} pair.
+// Build runs `go build -o OUT PKG` in root for every {OUT, PKG} pair,
+// static (CGO_ENABLED=0) as `make build-go` builds them.
 func Build(root string, targets [][2]string) error {
 	for _, b := range targets {
 		cmd := exec.Command("go", "build", "-o", b[0], b[1])
 		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build -o %s %s: %v\n%s", b[0], b[1], err, out)
 		}
