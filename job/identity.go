@@ -42,10 +42,10 @@ func NewIdentity() (*Identity, error) {
 
 // Spec says what one incarnation of a job looks like.
 type Spec struct {
-	Size          int
-	Spares        int // spare slots after the ranks (SPEC §10)
-	Incarnation   uint32
-	Hosts         []Host // one per slot
+	Size        int
+	Spares      int // spare slots after the ranks (SPEC §10)
+	Incarnation uint32
+	Hosts       []Host // one per slot
 	// Runs, when set (Compacted), is Hosts as runs (runs.go): the
 	// descriptions carry them instead of the table.
 	Runs          []Run

@@ -42,12 +42,12 @@ type Host struct {
 // ListenFD none (the rank binds its host's address itself), Launched false
 // (started by hand: end-of-file on the control channel is ignored).
 type Job struct {
-	Version       int    `json:"v"`
-	ID            string `json:"job"`
-	Rank          int    `json:"rank"` // this process's slot: rank Rank at launch, a spare when Rank ≥ Size
-	Size          int    `json:"size"`
-	Spares        int    `json:"spares,omitempty"` // spare slots Size … Size+Spares-1 (SPEC §10)
-	Incarnation   uint32 `json:"inc"`
+	Version     int    `json:"v"`
+	ID          string `json:"job"`
+	Rank        int    `json:"rank"` // this process's slot: rank Rank at launch, a spare when Rank ≥ Size
+	Size        int    `json:"size"`
+	Spares      int    `json:"spares,omitempty"` // spare slots Size … Size+Spares-1 (SPEC §10)
+	Incarnation uint32 `json:"inc"`
 	// Hosts is where each slot listens; or Runs, the same as runs of
 	// consecutive slots and ports (runs.go). A description has one of
 	// them. HostOf reads either.
@@ -93,7 +93,7 @@ type Job struct {
 	// process (exit status 1) half a second later.
 	OnLauncherLost func() `json:"-"`
 	// Die, when set, replaces the SIGKILL of a scheduled test failure.
-	Die func() `json:"-"`
+	Die      func()    `json:"-"`
 	runOnce  sync.Once // runIndex
 	runStart []int     // the first slot of each run
 
