@@ -207,12 +207,13 @@ func tlsMeasure(j *job.Job, args []string) error {
 		ln.Close()
 		conn = tls.Server(raw, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool})
 	} else {
-		addr := net.JoinHostPort(j.Hosts[1].Host, strconv.Itoa(j.Hosts[1].Port))
+		peer := j.HostOf(1)
+		addr := net.JoinHostPort(peer.Host, strconv.Itoa(peer.Port))
 		raw, err := net.Dial("tcp", addr)
 		if err != nil {
 			return err
 		}
-		conn = tls.Client(raw, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: j.Hosts[1].Host})
+		conn = tls.Client(raw, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: peer.Host})
 	}
 	defer conn.Close()
 	if err := conn.Handshake(); err != nil {

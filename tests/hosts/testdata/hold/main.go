@@ -52,7 +52,7 @@ func hold(ctx context.Context, c *runtime.Comm, dir string) error {
 			return err
 		}
 	}
-	fmt.Printf("rank %d inc %d host %s resumed %d\n", c.Rank(), c.Incarnation(), c.Job().Hosts[c.Rank()].Host, c.Epoch())
+	fmt.Printf("rank %d inc %d host %s resumed %d\n", c.Rank(), c.Incarnation(), c.Job().HostOf(c.Rank()).Host, c.Epoch())
 	if c.Incarnation() > 0 {
 		return c.Barrier(ctx)
 	}

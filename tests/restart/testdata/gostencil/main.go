@@ -96,7 +96,7 @@ func stencil(ctx context.Context, c *runtime.Comm, cells, steps, every int, paus
 	if err != nil {
 		return err
 	}
-	fmt.Printf("rank %d inc %d host %s resumed %d\n", rank, c.Incarnation(), c.Job().Hosts[rank].Host, c.Epoch())
+	fmt.Printf("rank %d inc %d host %s resumed %d\n", rank, c.Incarnation(), c.Job().HostOf(rank).Host, c.Epoch())
 	step, u := 0, make([]int64, count)
 	if ok {
 		saved := unpack(state)
