@@ -7,7 +7,7 @@ FUZZTIME ?= 10s
 PROPERTY_RUNS ?= 300
 PROPERTY_SEED ?= 1
 
-.PHONY: all build build-go run test test-hosts test-scale test-slurm race fuzz golden bench bench-coll bench-recovery trace-picture verify clean
+.PHONY: all build build-go run test test-hosts test-scale test-slurm sim race fuzz golden bench bench-coll bench-recovery trace-picture verify clean
 
 all: build
 
@@ -30,9 +30,12 @@ build-go:
 run: build-go
 	$(SPERLI) run -n 3 scripts/examples/sum.star
 
+# The simulation of 1,000 slots (runtime/sim_test.go) is built without
+# the race detector (7 GB under it): its own line.
 test:
 	$(GO) vet ./...
 	$(GO) test -race -timeout 20m ./...
+	$(GO) test -count=1 -timeout 10m -run '^TestSimulation$$' -v ./runtime/
 	cd tests/k8s && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # The ssh tests across four test hosts (network namespaces, each with sshd
@@ -48,6 +51,12 @@ test-hosts:
 test-scale:
 	$(GO) vet -tags scale ./tests/scale/
 	$(GO) test -tags scale -count=1 -v -timeout 20m ./tests/scale/
+
+# The simulation of SPEC §18 at SIM_SIZES slots in one process, on a
+# virtual clock (runtime/sim_test.go, docs/scale.md): figures per size.
+SIM_SIZES ?= 1000,10000
+sim:
+	SPERLI_SIM=$(SIM_SIZES) $(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./runtime/
 
 # Ranks under a real Slurm cluster (slurmctld, three slurmd in network
 # namespaces, munged; docs/hosts.md). They need root, slurm-wlm, munge,

@@ -22,9 +22,61 @@ type pipe struct {
 	wClosed bool      // the writing end closed: reads end at io.EOF
 	waiting bool
 	changed chan struct{} // closed when something changed and someone waits
+
+	// With a latency, bytes written at t are read from t+latency on:
+	// written and read count every byte ever, due holds the writes not
+	// yet readable (the first is the earliest), and readable is how far
+	// the reader may go.
+	latency       time.Duration
+	written, read int64
+	readable      int64
+	due           []dueMark
 }
 
-func newPipe(max int) *pipe { return &pipe{max: max, changed: make(chan struct{})} }
+// dueMark says that the bytes up to upto (counted from the first ever
+// written) are readable from at on.
+type dueMark struct {
+	upto int64
+	at   time.Time
+}
+
+func newPipe(max int, latency time.Duration) *pipe {
+	return &pipe{max: max, latency: latency, changed: make(chan struct{})}
+}
+
+// ready makes the bytes whose time has come readable and returns how many
+// the reader may take now, and when the next ones come (zero if none).
+func (p *pipe) ready() (n int, next time.Time) {
+	if p.latency > 0 {
+		now := time.Now()
+		i := 0
+		for i < len(p.due) && !now.Before(p.due[i].at) {
+			p.readable = p.due[i].upto
+			i++
+		}
+		p.due = p.due[i:]
+		if len(p.due) > 0 {
+			next = p.due[0].at
+		}
+	} else {
+		p.readable = p.written
+	}
+	return int(p.readable - p.read), next
+}
+
+// wrote records that n bytes were written now.
+func (p *pipe) wrote(n int) {
+	p.written += int64(n)
+	if p.latency <= 0 {
+		return
+	}
+	at := time.Now().Add(p.latency)
+	if k := len(p.due); k > 0 && p.due[k-1].at.Equal(at) {
+		p.due[k-1].upto = p.written
+		return
+	}
+	p.due = append(p.due, dueMark{upto: p.written, at: at})
+}
 
 // change runs f on p under its lock and wakes whoever waits on p.
 func (p *pipe) change(f func()) {
@@ -44,8 +96,8 @@ func (p *pipe) notifyLocked() {
 	}
 }
 
-// waitLocked waits, p.mu released, until p changes or dl passes. It
-// returns with p.mu held.
+// waitLocked waits, p.mu released, until p changes or dl passes (dl
+// zero: no limit). It returns with p.mu held.
 func (p *pipe) waitLocked(dl time.Time) {
 	p.waiting = true
 	ch := p.changed
@@ -75,8 +127,12 @@ type Conn struct {
 
 // Pipe makes the two ends of a connection with size bytes of buffer in
 // each direction; a's local address is la, b's is ra.
-func Pipe(size int, la, ra net.Addr) (a, b *Conn) {
-	ab, ba := newPipe(size), newPipe(size)
+func Pipe(size int, la, ra net.Addr) (a, b *Conn) { return pipeOf(size, 0, la, ra) }
+
+// pipeOf is Pipe with a latency: what one end writes the other reads
+// latency later.
+func pipeOf(size int, latency time.Duration, la, ra net.Addr) (a, b *Conn) {
+	ab, ba := newPipe(size, latency), newPipe(size, latency)
 	a = &Conn{in: ba, out: ab, local: la, remote: ra, closed: make(chan struct{})}
 	b = &Conn{in: ab, out: ba, local: ra, remote: la, closed: make(chan struct{})}
 	return a, b
@@ -101,26 +157,33 @@ func (c *Conn) Read(b []byte) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
+		avail, next := p.ready()
 		switch {
 		case c.isClosed():
 			return 0, c.opErr("read", net.ErrClosed)
-		case len(p.buf) > p.off:
+		case avail > 0:
 			if len(b) == 0 {
 				return 0, nil
 			}
-			n := copy(b, p.buf[p.off:])
+			n := copy(b[:min(len(b), avail)], p.buf[p.off:])
 			p.off += n
+			p.read += int64(n)
 			if p.off == len(p.buf) {
 				p.buf, p.off = p.buf[:0], 0
 			}
 			p.notifyLocked()
 			return n, nil
-		case p.wClosed:
+		case p.wClosed && len(p.buf) == p.off:
 			return 0, io.EOF
 		case passed(p.readDL):
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
-		p.waitLocked(p.readDL)
+		// Wait for a change, the deadline, or the next bytes' time.
+		dl := p.readDL
+		if !next.IsZero() && (dl.IsZero() || next.Before(dl)) {
+			dl = next
+		}
+		p.waitLocked(dl)
 	}
 }
 
@@ -151,6 +214,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 			}
 			k := min(room, len(b)-n)
 			p.buf = append(p.buf, b[n:n+k]...)
+			p.wrote(k)
 			n += k
 			p.notifyLocked()
 			if n == len(b) {
@@ -168,7 +232,10 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		first = true
 		close(c.closed)
-		c.in.change(func() { c.in.rClosed, c.in.buf, c.in.off = true, nil, 0 })
+		c.in.change(func() {
+			c.in.rClosed, c.in.buf, c.in.off = true, nil, 0
+			c.in.read, c.in.due = c.in.written, nil
+		})
 		c.out.change(func() { c.out.wClosed = true })
 	})
 	if !first {

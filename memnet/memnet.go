@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // DefaultBuffer is the bytes a connection buffers in each direction.
@@ -42,6 +43,10 @@ type Network struct {
 	// Buffer is the bytes a connection buffers in each direction
 	// (DefaultBuffer when 0); set it before the first Dial.
 	Buffer int
+	// Latency is how long after a write its bytes can be read (0: at
+	// once); set it before the first Dial. With a fake clock
+	// (testing/synctest) it is simulated time: a simulation's network.
+	Latency time.Duration
 
 	mu       sync.Mutex
 	lns      map[string]*Listener // by "host:port"; ":port" for any host
@@ -132,14 +137,15 @@ func (n *Network) DialContext(ctx context.Context, addr string) (net.Conn, error
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: addrOf(host, port), Err: syscall.ECONNREFUSED}
 	}
 	n.dials++
-	local := addrOf("127.0.0.1", n.nextPort)
-	n.nextPort++
+	// The dialer's port is only what its address says (the ports of a
+	// large simulation's dials would run past 65535).
+	local := addrOf("127.0.0.1", 1024+int(n.dials%64000))
 	size := n.Buffer
 	n.mu.Unlock()
 	if size <= 0 {
 		size = DefaultBuffer
 	}
-	mine, theirs := Pipe(size, local, addrOf(host, port))
+	mine, theirs := pipeOf(size, n.Latency, local, addrOf(host, port))
 	select {
 	case l.pending <- theirs:
 		return mine, nil

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -202,4 +203,50 @@ func TestDialBacklog(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("dial into a full backlog, cancelled: %v", err)
 	}
+}
+
+// With a latency, bytes written at t are read at t+latency, in order and
+// whole, also when writes come faster than the latency; a close is read
+// after the bytes before it. The clock is testing/synctest's.
+func TestLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lat = 3 * time.Millisecond
+		n := New()
+		n.Latency = lat
+		ln, err := n.Listen("127.0.0.1:7000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		a, err := n.Dial("127.0.0.1:7000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		go func() {
+			for i := range 5 {
+				a.Write([]byte{byte(i)})
+				time.Sleep(time.Millisecond)
+			}
+			a.Close()
+		}()
+		buf := make([]byte, 8)
+		for i := range 5 {
+			k, err := b.Read(buf)
+			if err != nil || k != 1 || buf[0] != byte(i) {
+				t.Fatalf("read %d: %d bytes %v, %v; want byte %d", i, k, buf[:k], err, i)
+			}
+			if got, want := time.Since(start), lat+time.Duration(i)*time.Millisecond; got != want {
+				t.Fatalf("byte %d read at %v, want %v", i, got, want)
+			}
+		}
+		if _, err := b.Read(buf); err != io.EOF {
+			t.Fatalf("after the bytes: %v, want io.EOF", err)
+		}
+		b.Close()
+	})
 }

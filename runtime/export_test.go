@@ -143,3 +143,25 @@ func LinkedForTest(c *Comm) []int {
 	}
 	return out
 }
+
+// SimStatsForTest is what a simulation reads of c's slot: the links it
+// has now, the links it made over its life (each a handshake, dialed or
+// accepted) and the frames it read.
+func SimStatsForTest(c *Comm) (links int, made, frames int64) {
+	for _, p := range c.links.peerList() {
+		if p.Attached() && !p.Gone() {
+			links++
+		}
+		frames += p.Frames()
+	}
+	return links, c.links.made.Load(), frames
+}
+
+// LossNewsForTest says whether c's slot knows slot lost, from whose news
+// (-1: its own detector, the agreement or the program) and since when.
+func LossNewsForTest(c *Comm, slot int) (from int, at time.Time, ok bool) {
+	c.links.knownMu.Lock()
+	defer c.links.knownMu.Unlock()
+	k, ok := c.links.known[slot]
+	return k.from, k.at, ok
+}

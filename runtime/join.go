@@ -366,7 +366,7 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 		s.refuseConn(tc, nil, -1, err)
 		return joined{}, err
 	}
-	br := bufio.NewReaderSize(tc, 64<<10)
+	br := bufio.NewReaderSize(tc, mesh.BufSize)
 	hello, dup, err := readHello(br, rank)
 	if err == nil && dup {
 		err = codes.New(codes.HelloMalformed, "rank %d dialed with the dup flag, which only a listener sends", rank)
@@ -581,7 +581,7 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		tc.Close()
 		return joined{}, err, false
 	}
-	br := bufio.NewReaderSize(tc, 64<<10)
+	br := bufio.NewReaderSize(tc, mesh.BufSize)
 	hello, dup, err := readHello(br, r)
 	if err == nil && dup {
 		tc.Close()

@@ -57,10 +57,10 @@ type links struct {
 
 	cur atomic.Pointer[Comm] // the job's communicator of the generation this slot is in
 
-	// known is every slot this slot knows lost, in any mode, and why
-	// (news.go); under knownMu.
+	// known is every slot this slot knows lost, in any mode: why, from
+	// whom and when (news.go); under knownMu.
 	knownMu sync.Mutex
-	known   map[int]string
+	known   map[int]knownLoss
 
 	silenceMS    atomic.Int64 // this slot's silence limit
 	stalledMS    atomic.Int64 // how long this process last did not run (the detector's stall), 0 if never
@@ -340,8 +340,12 @@ func (l *links) jobOver() bool {
 
 // lost declares slot lost (SPEC §7): with recovery, the agreement on the
 // next generation begins (recover.go); without, the job ends.
-func (l *links) lost(slot int, why string) {
-	if slot == l.self || !l.learn(slot, why) {
+func (l *links) lost(slot int, why string) { l.lostFrom(slot, why, -1) }
+
+// lostFrom is lost for news of the loss that came from slot from (-1:
+// this slot saw it).
+func (l *links) lostFrom(slot int, why string, from int) {
+	if slot == l.self || !l.learnFrom(slot, why, from) {
 		return
 	}
 	if l.elastic() {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -214,6 +215,7 @@ func (l *links) attach(p *peer, jn joined) {
 	l.keys[p.rank] = jn.key
 	l.pmu.Unlock()
 	if p.AttachWriting(jn.conn, jn.br, jn.silence) {
+		l.made.Add(1)
 		// While this slot joins, what its peers send waits in the
 		// connections (the join ends as a whole: an abort sent by a peer
 		// that joined first is read by the program's first call, not
@@ -345,6 +347,7 @@ type linkState struct {
 	dialWG   sync.WaitGroup
 	acceptWG sync.WaitGroup
 	linked   chan struct{} // a link was attached
+	made     atomic.Int64  // links attached over the slot's life
 }
 
 // openFDs is the number of file descriptors the process has open, or -1.

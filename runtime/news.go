@@ -19,17 +19,28 @@ import (
 // around them, and a link made later is told every loss known, tellKnown).
 // In a job that ends at a loss the abort is that news (Comm.tell).
 
+// knownLoss is what a slot knows of a loss: why, the slot whose news told
+// it (-1: its own detector, the agreement or the program), and when.
+type knownLoss struct {
+	why  string
+	from int
+	at   time.Time
+}
+
 // learn records that slot is lost; it reports false when that was known.
-func (l *links) learn(slot int, why string) bool {
+func (l *links) learn(slot int, why string) bool { return l.learnFrom(slot, why, -1) }
+
+// learnFrom is learn of news that came from slot from.
+func (l *links) learnFrom(slot int, why string, from int) bool {
 	l.knownMu.Lock()
 	defer l.knownMu.Unlock()
 	if _, ok := l.known[slot]; ok {
 		return false
 	}
 	if l.known == nil {
-		l.known = map[int]string{}
+		l.known = map[int]knownLoss{}
 	}
-	l.known[slot] = why
+	l.known[slot] = knownLoss{why: why, from: from, at: l.now()}
 	return true
 }
 
@@ -61,9 +72,9 @@ func lostNews(slot int, why string) []byte {
 func (l *links) tellKnown(p *peer) {
 	l.knownMu.Lock()
 	var news [][]byte
-	for s, why := range l.known {
+	for s, k := range l.known {
 		if s != p.rank {
-			news = append(news, lostNews(s, why))
+			news = append(news, lostNews(s, k.why))
 		}
 	}
 	l.knownMu.Unlock()
@@ -96,7 +107,7 @@ func (l *links) lostIn(from int, payload []byte) error {
 	if p := l.peer(slot); p != nil && p.Attached() && !p.Gone() && l.hears(p) {
 		return nil
 	}
-	l.lost(slot, r.Msg)
+	l.lostFrom(slot, r.Msg, from)
 	return nil
 }
 
