@@ -1482,12 +1482,13 @@ func joinWindow(listeners []*os.File, cpus int) time.Duration {
 
 // defaultSilence is the silence limit of a job whose --silence is not
 // given, with its slots on hosts: 5 s (SPEC §7), and where the local ranks
-// outnumber the processors 250 to one or more, 20 ms a rank per
+// outnumber the processors 125 to one or more, 40 ms a rank per
 // processor: a process among hundreds of runnable ones may wait seconds
 // for a processor while the others start, and a starved rank is not a
 // lost one (measured: a 1,024-rank job on two processors lost ranks to a
-// 5 s limit while it started; docs/scale.md). Heartbeats, a fifth of the
-// limit apart, are then fewer too.
+// 5 s limit while it started, and now and then to a 10 s one;
+// docs/scale.md). Heartbeats, a fifth of the limit apart, are then fewer
+// too.
 func defaultSilence(hostsOf []string, cpus int) int {
 	n := 0
 	for _, h := range hostsOf {
@@ -1497,7 +1498,7 @@ func defaultSilence(hostsOf []string, cpus int) int {
 	}
 	ms := job.DefaultSilenceMS
 	if cpus > 0 {
-		ms = max(ms, 20*n/cpus)
+		ms = max(ms, 40*n/cpus)
 	}
 	return min(ms, job.MaxSilenceMS)
 }

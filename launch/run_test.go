@@ -182,7 +182,7 @@ func TestDefaultSilence(t *testing.T) {
 		return out
 	}
 	for _, tc := range []struct{ local, remote, cpus, want int }{
-		{2, 0, 2, 5000}, {256, 0, 2, 5000}, {512, 0, 2, 5120}, {1024, 0, 2, 10240}, {1024, 5000, 8, 5000},
+		{2, 0, 2, 5000}, {250, 0, 2, 5000}, {256, 0, 2, 5120}, {512, 0, 2, 10240}, {1024, 0, 2, 20480}, {1000, 5000, 8, 5000}, {1024, 5000, 8, 5120},
 	} {
 		if got := defaultSilence(hostsOf(tc.local, tc.remote), tc.cpus); got != tc.want {
 			t.Errorf("defaultSilence(%d local, %d remote, %d cpus) = %d, want %d", tc.local, tc.remote, tc.cpus, got, tc.want)

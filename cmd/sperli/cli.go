@@ -180,7 +180,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.StringVar(&o.HostsFile, "hosts", "", "host list: one host a line, optionally a port and slots=N (or HOST:N)")
 	f.StringVar(&o.MapBy, "map-by", "slot", "slot: fill a host line's slots before the next line; node: deal ranks round-robin over the lines")
 	f.StringVar(&o.DenyFile, "deny-hosts", "", "more refused host names, one a line")
-	f.IntVar(&o.SilenceMS, "silence", 0, "silence limit in ms before a peer is declared lost (default 5000; 20 ms a local rank per processor where that is more)")
+	f.IntVar(&o.SilenceMS, "silence", 0, "silence limit in ms before a peer is declared lost (default 5000; 40 ms a local rank per processor where that is more)")
 	f.StringVar(&o.Modules, "modules", "", "load path for Starlark modules, directories separated by ':'")
 	f.StringVar(&o.Wdir, "wdir", "", "the ranks' working directory (default: this one)")
 	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "checkpoint directory; turns on restarts")
