@@ -165,3 +165,12 @@ func LossNewsForTest(c *Comm, slot int) (from int, at time.Time, ok bool) {
 	k, ok := c.links.known[slot]
 	return k.from, k.at, ok
 }
+
+// StopForTest makes c's slot as silent as a stopped process: its monitor
+// and its recovery stop; its connections stay open. Test only.
+func StopForTest(c *Comm) {
+	FreezeForTest(c)
+	close(c.stopRec)
+	<-c.recDone
+	c.stopRec = make(chan struct{})
+}

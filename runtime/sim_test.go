@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +38,8 @@ import (
 // The job joins, meets at a barrier, loses the rank in its middle (its
 // process crashes: its connections break, no bye), recovers in place (the
 // spare takes the lost rank) and meets again in generation 1, where an
-// allreduce checks every rank's value. simulate reports per-slot links,
+// allreduce checks every rank's value (and, with SPERLI_SIM_STOP, loses a
+// second rank by silence: below). simulate reports per-slot links,
 // handshakes and frames, and the job-wide hops and simulated time until
 // every live slot knows of the loss and until generation 1 runs.
 //
@@ -81,22 +83,27 @@ func TestSimulation(t *testing.T) {
 
 // simResult is what a simulation measured.
 type simResult struct {
-	n, victim, coordinator int
-	joined                 time.Duration // from the start until every slot joined
-	firstBarrier           time.Duration // from the start until the first barrier ended everywhere
-	known                  time.Duration // from the crash until every live slot knew of it
-	nextGen                time.Duration // from the crash until every rank ran generation 1
-	hops                   int           // the longest chain of news from a slot that saw the loss
-	sawIt                  int           // slots that saw the loss themselves
-	links, made, frames    stat          // per slot, at the end
-	joinLinks              stat          // per slot, after the join
-	dials                  int64         // connections dialed, job-wide
-	framesTotal            int64         // frames read, job-wide
-	sums                   []int64       // each rank's allreduce in generation 1
-	spareRank              int           // the spare's rank in generation 1
-	linksOfCoordinator     int64         // the recovery's coordinator's links at the end
-	maxLinksOther          int64         // the most links of any other slot
-	maxSlotOf              int           // which
+	n, spares           int
+	victim, coordinator int
+	stopped             int           // the rank of generation 1 that stops (silent)
+	known2, nextGen2    time.Duration // from the stop until every live slot knew, until generation 2 ran
+	hops2, sawIt2       int
+	sums2               []int64       // each rank's allreduce in generation 2
+	joined              time.Duration // from the start until every slot joined
+	firstBarrier        time.Duration // from the start until the first barrier ended everywhere
+	known               time.Duration // from the crash until every live slot knew of it
+	nextGen             time.Duration // from the crash until every rank ran generation 1
+	hops                int           // the longest chain of news from a slot that saw the loss
+	sawIt               int           // slots that saw the loss themselves
+	links, made, frames stat          // per slot, at the end
+	joinLinks           stat          // per slot, after the join
+	dials               int64         // connections dialed, job-wide
+	framesTotal         int64         // frames read, job-wide
+	sums                []int64       // each rank's allreduce in generation 1
+	spareRank           int           // the spare's rank in generation 1
+	linksOfCoordinator  int64         // the recovery's coordinator's links at the end
+	maxLinksOther       int64         // the most links of any other slot
+	maxSlotOf           int           // which
 }
 
 // stat is the max and mean of a per-slot figure.
@@ -118,11 +125,15 @@ func statOf(xs []int64) stat {
 }
 
 func (r simResult) print(w io.Writer) {
-	fmt.Fprintf(w, "simulation of %d ranks and 1 spare (latency %v, handshake %v, silence %v)\n", r.n, simLatency, simHandshake, simSilence)
+	fmt.Fprintf(w, "simulation of %d ranks and %d spare(s) (latency %v, handshake %v, silence %v)\n", r.n, r.spares, simLatency, simHandshake, simSilence)
 	fmt.Fprintf(w, "  join: every slot joined at %v simulated, first barrier at %v; links per slot max %d mean %.1f\n",
 		r.joined, r.firstBarrier, r.joinLinks.max, r.joinLinks.mean)
 	fmt.Fprintf(w, "  loss of slot %d: %d slots saw it, every live slot knew after %v, in at most %d hops\n", r.victim, r.sawIt, r.known, r.hops)
 	fmt.Fprintf(w, "  generation 1 ran everywhere %v after the crash (coordinator slot %d, spare took rank %d)\n", r.nextGen, r.coordinator, r.spareRank)
+	if r.stopped >= 0 {
+		fmt.Fprintf(w, "  stop of slot %d (silent, as SIGSTOP) in generation 1: %d slots declared it lost, every live slot knew %v after it stopped, in at most %d hops; generation 2 ran everywhere %v after it stopped\n",
+			r.stopped, r.sawIt2, r.known2, r.hops2, r.nextGen2)
+	}
 	fmt.Fprintf(w, "  per slot after generation 1's allreduce: links max %d mean %.1f (coordinator %d, any other at most %d: slot %d); handshakes max %d mean %.1f; frames read max %d mean %.1f\n",
 		r.links.max, r.links.mean, r.linksOfCoordinator, r.maxLinksOther, r.maxSlotOf, r.made.max, r.made.mean, r.frames.max, r.frames.mean)
 	fmt.Fprintf(w, "  job-wide: %d connections dialed, %d frames read\n", r.dials, r.framesTotal)
@@ -136,6 +147,16 @@ func (r simResult) check(t *testing.T) {
 		if s != want {
 			t.Fatalf("rank %d's allreduce in generation 1 = %d, want %d", k, s, want)
 		}
+	}
+	for k, s := range r.sums2 {
+		if s != want {
+			t.Fatalf("rank %d's allreduce in generation 2 = %d, want %d", k, s, want)
+		}
+	}
+	// A silent slot is declared lost within the silence limit and half
+	// a second (SPEC §18), and the news follows at the network's speed.
+	if lim := simSilence + 500*time.Millisecond + time.Duration(r.hops2+2)*4*simLatency; r.stopped >= 0 && r.known2 > lim {
+		t.Errorf("every slot knew of the silent slot %v after it stopped, want within %v", r.known2, lim)
 	}
 	if r.spareRank != r.victim {
 		t.Errorf("the spare took rank %d, want the lost rank %d", r.spareRank, r.victim)
@@ -184,6 +205,37 @@ func depth(n int) int {
 	return max(d, 1)
 }
 
+// lossNews returns, of the loss of slot lost at t0, how long until every
+// slot but the skipped ones knew of it, the longest chain of news from a
+// slot that saw it itself, and how many saw it.
+func lossNews(t *testing.T, comms []*runtime.Comm, lost int, t0 time.Time, skip ...int) (known time.Duration, hops, saw int) {
+	t.Helper()
+	from := make([]int, len(comms))
+	for s, c := range comms {
+		if slices.Contains(skip, s) {
+			from[s] = -1
+			continue
+		}
+		f, at, ok := runtime.LossNewsForTest(c, lost)
+		if !ok {
+			t.Fatalf("slot %d never learned that slot %d was lost", s, lost)
+		}
+		from[s] = f
+		if f < 0 {
+			saw++
+		}
+		known = max(known, at.Sub(t0))
+	}
+	for s := range comms {
+		h := 0
+		for x := s; from[x] >= 0 && h <= len(comms); x = from[x] {
+			h++
+		}
+		hops = max(hops, h)
+	}
+	return known, hops, saw
+}
+
 // simNet is the simulation's network: memnet, where a dial costs a
 // handshake's CPU before its connection is made.
 type simNet struct{ *memnet.Network }
@@ -210,8 +262,17 @@ func simulate(t *testing.T, n int) simResult {
 }
 
 func simulateIn(t *testing.T, n int) simResult {
-	slots := n + 1
-	r := simResult{n: n, victim: n / 2}
+	// SPERLI_SIM_STOP=1 adds a second loss: a rank of generation 1 falls
+	// silent (StopForTest: its monitor and recovery stop, its
+	// connections stay open, as a stopped process's) and a second spare
+	// takes its place. It does not pass yet (docs/scale.md): left out of
+	// make test and make sim until it does.
+	spares, stopped := 1, -1
+	if os.Getenv("SPERLI_SIM_STOP") != "" {
+		spares, stopped = 2, n/4
+	}
+	slots := n + spares
+	r := simResult{n: n, spares: spares, victim: n / 2, stopped: stopped}
 	mn := memnet.New()
 	mn.Latency = simLatency
 	mn.Buffer = 256 << 10
@@ -230,7 +291,7 @@ func simulateIn(t *testing.T, n int) simResult {
 		}
 		table[s], lns[s] = h, ln
 	}
-	spec := job.Spec{Size: n, Spares: 1, Hosts: table, SilenceMS: int(simSilence / time.Millisecond),
+	spec := job.Spec{Size: n, Spares: spares, Hosts: table, SilenceMS: int(simSilence / time.Millisecond),
 		JoinMS: 600000, Expires: time.Now().Add(24 * time.Hour)}.Compacted()
 	sn := simNet{mn}
 	start := time.Now()
@@ -242,7 +303,10 @@ func simulateIn(t *testing.T, n int) simResult {
 		joinedAt  = make([]time.Time, slots)
 		barrierAt = make([]time.Time, slots)
 		gen1At    = make([]time.Time, slots)
+		gen2At    = make([]time.Time, slots)
 		sums      = make([]int64, n)
+		sums2     = make([]int64, n)
+		stoppedAt time.Time
 		comms     = make([]*runtime.Comm, slots)
 		joinLinks = make([]int64, slots)
 		endStats  = make([][3]int64, slots) // links, handshakes, frames after generation 1's allreduce
@@ -296,6 +360,21 @@ func simulateIn(t *testing.T, n int) simResult {
 					// crashes: it ends with H1611 and Run recovers.
 					return c.Barrier(ctx)
 				}
+				if c.Incarnation() == 2 {
+					gen2At[s] = time.Now()
+					if err := c.Barrier(ctx); err != nil {
+						return err
+					}
+					sum, err := c.Allreduce(ctx, runtime.Int64, runtime.Sum, binary.LittleEndian.AppendUint64(nil, uint64(c.Rank()+1)))
+					if err != nil {
+						return err
+					}
+					mu.Lock()
+					sums2[c.Rank()] = int64(binary.LittleEndian.Uint64(sum))
+					comms[s] = c
+					mu.Unlock()
+					return nil
+				}
 				gen1At[s] = time.Now()
 				if err := c.Barrier(ctx); err != nil {
 					return err
@@ -313,21 +392,52 @@ func simulateIn(t *testing.T, n int) simResult {
 				}
 				comms[s] = c
 				mu.Unlock()
-				return nil
+				if r.stopped < 0 {
+					return nil
+				}
+				if s == r.stopped {
+					// Silent from now on, as a stopped process: no
+					// heartbeat; the watchers' detectors declare it
+					// lost, and it ends when told so.
+					mu.Lock()
+					stoppedAt = time.Now()
+					mu.Unlock()
+					runtime.StopForTest(c)
+					// It sends nothing more: it waits for a message
+					// that never comes until it is told it was lost.
+					_, err := c.Recv(ctx, (c.Rank()+1)%c.Size(), 77)
+					return err
+				}
+				// The third barrier waits for the stopped rank: H1611,
+				// and Run recovers into generation 2.
+				return c.Barrier(ctx)
 			})
 			if err == nil {
 				err = c.Finish()
 			}
+			if s == r.stopped {
+				err = nil // declared lost: its error is the others' verdict
+			}
 			errs[s] = err
 		}()
 	}
-	// The spare joins but passes no barrier of generation 0.
+	// The spares join but pass no barrier of generation 0.
 	go func() { passed.Wait(); close(barrier) }()
 	wg.Wait()
+	failed := false
 	for s, err := range errs {
 		if err != nil {
-			t.Fatalf("slot %d: %v", s, err)
+			t.Errorf("slot %d (generation 1 at %v, 2 at %v): %v", s, gen1At[s].Sub(start), gen2At[s].Sub(start), err)
+			failed = true
 		}
+	}
+	if failed {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+		t.FailNow()
 	}
 	crash := <-crashed
 	r.sums, r.joinLinks = sums, statOf(joinLinks)
@@ -340,23 +450,25 @@ func simulateIn(t *testing.T, n int) simResult {
 			r.nextGen = max(r.nextGen, gen1At[s].Sub(crash))
 		}
 	}
-	// Who learned of the loss from whom, and when.
-	from := make([]int, slots)
+	// Who learned of each loss from whom, and when.
+	var sawIt int
+	r.known, r.hops, sawIt = lossNews(t, comms, r.victim, crash, r.victim, r.stopped)
+	r.sawIt = sawIt
+	if r.stopped >= 0 {
+		r.known2, r.hops2, r.sawIt2 = lossNews(t, comms, r.stopped, stoppedAt, r.victim, r.stopped)
+		for s := range slots {
+			if s != r.victim && s != r.stopped && !gen2At[s].IsZero() {
+				r.nextGen2 = max(r.nextGen2, gen2At[s].Sub(stoppedAt))
+			}
+		}
+		r.sums2 = sums2
+	}
 	var links, made, frames []int64
 	r.coordinator = -1
-	for s, c := range comms {
-		if s == r.victim {
-			continue
+	for s := range comms {
+		if s == r.victim || endStats[s] == ([3]int64{}) {
+			continue // the crashed slot, the spare still waiting
 		}
-		f, at, ok := runtime.LossNewsForTest(c, r.victim)
-		if !ok {
-			t.Fatalf("slot %d never learned that slot %d was lost", s, r.victim)
-		}
-		from[s] = f
-		if f < 0 {
-			r.sawIt++
-		}
-		r.known = max(r.known, at.Sub(crash))
 		l, m, fr := endStats[s][0], endStats[s][1], endStats[s][2]
 		links, made, frames = append(links, l), append(made, m), append(frames, fr)
 		r.framesTotal += fr
@@ -366,16 +478,6 @@ func simulateIn(t *testing.T, n int) simResult {
 		} else if l > r.maxLinksOther {
 			r.maxLinksOther, r.maxSlotOf = l, s
 		}
-	}
-	for s := range comms {
-		if s == r.victim {
-			continue
-		}
-		h := 0
-		for x := s; from[x] >= 0 && h <= slots; x = from[x] {
-			h++
-		}
-		r.hops = max(r.hops, h)
 	}
 	r.links, r.made, r.frames = statOf(links), statOf(made), statOf(frames)
 	r.dials = mn.Dials()
