@@ -236,6 +236,19 @@ func lossNews(t *testing.T, comms []*runtime.Comm, lost int, t0 time.Time, skip 
 	return known, hops, saw
 }
 
+// meetAndSum is a generation's program after a recovery: a barrier, then
+// the allreduce of every rank's rank+1.
+func meetAndSum(ctx context.Context, c *runtime.Comm) (int64, error) {
+	if err := c.Barrier(ctx); err != nil {
+		return 0, err
+	}
+	sum, err := c.Allreduce(ctx, runtime.Int64, runtime.Sum, binary.LittleEndian.AppendUint64(nil, uint64(c.Rank()+1)))
+	if err != nil {
+		return 0, err
+	}
+	return int64(binary.LittleEndian.Uint64(sum)), nil
+}
+
 // simNet is the simulation's network: memnet, where a dial costs a
 // handshake's CPU before its connection is made.
 type simNet struct{ *memnet.Network }
@@ -362,31 +375,25 @@ func simulateIn(t *testing.T, n int) simResult {
 				}
 				if c.Incarnation() == 2 {
 					gen2At[s] = time.Now()
-					if err := c.Barrier(ctx); err != nil {
-						return err
-					}
-					sum, err := c.Allreduce(ctx, runtime.Int64, runtime.Sum, binary.LittleEndian.AppendUint64(nil, uint64(c.Rank()+1)))
+					sum, err := meetAndSum(ctx, c)
 					if err != nil {
 						return err
 					}
 					mu.Lock()
-					sums2[c.Rank()] = int64(binary.LittleEndian.Uint64(sum))
+					sums2[c.Rank()] = sum
 					comms[s] = c
 					mu.Unlock()
 					return nil
 				}
 				gen1At[s] = time.Now()
-				if err := c.Barrier(ctx); err != nil {
-					return err
-				}
-				sum, err := c.Allreduce(ctx, runtime.Int64, runtime.Sum, binary.LittleEndian.AppendUint64(nil, uint64(c.Rank()+1)))
+				sum, err := meetAndSum(ctx, c)
 				if err != nil {
 					return err
 				}
 				l, m, fr := runtime.SimStatsForTest(c)
 				mu.Lock()
 				endStats[s] = [3]int64{int64(l), m, fr}
-				sums[c.Rank()] = int64(binary.LittleEndian.Uint64(sum))
+				sums[c.Rank()] = sum
 				if s == n {
 					r.spareRank = c.Rank()
 				}
