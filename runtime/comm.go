@@ -211,6 +211,9 @@ func (c *Comm) end(err error, tell *wire.Reason) bool {
 // slot that learns of the end passes it on, so it reaches every slot
 // (SPEC §18, news for all).
 func (c *Comm) tell(r wire.Reason) {
+	if c.links.outcast.Load() {
+		return // the others went on without this slot: it has nothing to tell them
+	}
 	payload := wire.AppendReason(nil, r)
 	for _, p := range c.links.peerList() {
 		if !p.Gone() {

@@ -62,9 +62,13 @@ type links struct {
 	knownMu sync.Mutex
 	known   map[int]knownLoss
 
-	silenceMS    atomic.Int64 // this slot's silence limit
-	stalledMS    atomic.Int64 // how long this process last did not run (the detector's stall), 0 if never
-	closingNow   atomic.Bool  // Finish or Close under way: broken connections are expected
+	silenceMS  atomic.Int64 // this slot's silence limit
+	stalledMS  atomic.Int64 // how long this process last did not run (the detector's stall), 0 if never
+	closingNow atomic.Bool  // Finish or Close under way: broken connections are expected
+	// outcast: the others declared this slot lost and went on without it
+	// (news.go, declaredLost). It ends and says nothing more: no news, no
+	// abort; the links that close now are its end, not losses.
+	outcast      atomic.Bool
 	staleDropped atomic.Int64 // frames of an older generation (or another incarnation) dropped
 
 	rec        *recovery   // agreements on layouts (recover.go)
@@ -184,7 +188,7 @@ func (p *peer) Closing() bool { return p.l.closingNow.Load() }
 
 // Expected reports whether broken connections are the job's end now: it is
 // closing (Finish, Close) or over.
-func (p *peer) Expected() bool { return p.l.closingNow.Load() || p.l.jobOver() }
+func (p *peer) Expected() bool { return p.l.closingNow.Load() || p.l.outcast.Load() || p.l.jobOver() }
 
 // Gen is the generation this slot is in.
 func (p *peer) Gen() uint32 { return p.l.cur.Load().inc }
@@ -345,7 +349,7 @@ func (l *links) lost(slot int, why string) { l.lostFrom(slot, why, -1) }
 // lostFrom is lost for news of the loss that came from slot from (-1:
 // this slot saw it).
 func (l *links) lostFrom(slot int, why string, from int) {
-	if slot == l.self || !l.learnFrom(slot, why, from) {
+	if slot == l.self || l.outcast.Load() || !l.learnFrom(slot, why, from) {
 		return
 	}
 	if l.elastic() {

@@ -55,6 +55,9 @@ func (l *links) knownLost(slot int) bool {
 // tellLost sends the news that slot is lost on every link but the lost
 // one's and the one it came from (from, -1 for none).
 func (l *links) tellLost(slot int, why string, from int) {
+	if l.outcast.Load() {
+		return
+	}
 	payload := lostNews(slot, why)
 	for _, p := range l.peerList() {
 		if p.rank != slot && p.rank != from && !p.Gone() {
@@ -70,6 +73,9 @@ func lostNews(slot int, why string) []byte {
 // tellKnown tells a link just made every loss this slot knows of, so
 // that news which spread while it was not there reaches it too.
 func (l *links) tellKnown(p *peer) {
+	if l.outcast.Load() {
+		return
+	}
 	l.knownMu.Lock()
 	var news [][]byte
 	for s, k := range l.known {
@@ -101,7 +107,10 @@ func (l *links) lostIn(from int, payload []byte) error {
 		l.declaredLost(from, r.Msg)
 		return nil
 	}
-	if l.knownLost(slot) {
+	if l.knownLost(slot) || l.knownLost(from) {
+		// Known, or from a slot this one knows lost: a slot the others
+		// left (stopped past the limit, then continued) sees its links
+		// close one by one, and is not believed if it calls them losses.
 		return nil
 	}
 	if p := l.peer(slot); p != nil && p.Attached() && !p.Gone() && l.hears(p) {
@@ -123,11 +132,33 @@ func (l *links) hears(p *peer) bool {
 func (l *links) declaredLost(from int, why string) {
 	err := &codes.Error{Code: codes.PeerLost, Rank: -1,
 		Msg: fmt.Sprintf("slot %d was declared lost by the others (slot %d told it: %s): the job went on without it, or ended", l.self, from, why)}
+	// From now on it tells nothing (no news of the links that close on
+	// it, no abort), so that no slot takes its word for a loss.
+	l.outcast.Store(true)
 	if l.rec != nil && l.rec.job.Spares > 0 && !l.lossReturn.Load() {
 		l.rec.end(err)
 		return
 	}
 	l.cur.Load().end(err, nil)
+}
+
+// drop closes the link to slot, which this slot knows lost, after telling
+// it so (a lost frame naming it): a slot declared lost because it was
+// silent — stopped, starved — may run again and read, and it must learn
+// that it was left, not take each link that closes on it for a loss of
+// the slot at the other end (declaredLost). The frame and the close go
+// out on the link's own goroutine, waiting at most a second for a peer
+// that does not read.
+func (l *links) drop(slot int, why string) {
+	p := l.peer(slot)
+	if p == nil {
+		return
+	}
+	if !p.Attached() || p.Gone() {
+		p.Close()
+		return
+	}
+	p.CloseTelling(wire.Lost, lostNews(slot, why), time.Second)
 }
 
 // heal makes the links of the tree and the ring healed around every slot

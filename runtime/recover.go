@@ -364,8 +364,8 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 	r.failed[slot] = why
 	r.l.learn(slot, why)
 	traceInstant(fmt.Sprintf("slot %d lost", slot), record.TraceRecovery, tstr("why", why))
-	if p := r.l.peer(slot); p != nil {
-		p.Close()
+	if r.l.peer(slot) != nil {
+		r.l.drop(slot, why)
 		r.l.byeSeen() // a spare that waits for the ranks' ends looks again
 	}
 	if !note && r.eng == nil && r.layout.IsSpare(r.l.self) && r.everyRankLost() {
@@ -373,6 +373,7 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 			// Every other slot's connection ended: this spare was declared
 			// lost (stopped past the silence limit, then continued) and
 			// the job went on without it, or ended.
+			r.l.outcast.Store(true)
 			r.end(r.zombie())
 			return
 		}
@@ -666,6 +667,7 @@ func (r *recovery) progress() {
 func (r *recovery) switchTo(l elastic.Layout) {
 	for _, s := range l.Lost {
 		if s == r.l.self {
+			r.l.outcast.Store(true) // it tells the others nothing more (declaredLost)
 			r.end(&codes.Error{Code: codes.PeerLost, Rank: -1, Msg: fmt.Sprintf("slot %d was declared lost by the others in generation %d", s, l.Gen),
 				Cause: &codes.Cause{Kind: codes.CauseLost, Rank: -1, Code: codes.PeerLost}})
 			return
@@ -676,9 +678,7 @@ func (r *recovery) switchTo(l elastic.Layout) {
 			r.failed[s] = "declared lost by the agreement"
 			r.l.learn(s, r.failed[s])
 			traceInstant(fmt.Sprintf("slot %d lost", s), record.TraceRecovery, tstr("why", r.failed[s]))
-			if p := r.l.peer(s); p != nil {
-				p.Close()
-			}
+			r.l.drop(s, r.failed[s])
 		}
 	}
 	old := r.l.cur.Load()

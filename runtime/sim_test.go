@@ -21,6 +21,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"sperli/codes"
 	"sperli/job"
 	"sperli/memnet"
 	"sperli/runtime"
@@ -38,10 +39,12 @@ import (
 // The job joins, meets at a barrier, loses the rank in its middle (its
 // process crashes: its connections break, no bye), recovers in place (the
 // spare takes the lost rank) and meets again in generation 1, where an
-// allreduce checks every rank's value (and, with SPERLI_SIM_STOP, loses a
-// second rank by silence: below). simulate reports per-slot links,
-// handshakes and frames, and the job-wide hops and simulated time until
-// every live slot knows of the loss and until generation 1 runs.
+// allreduce checks every rank's value; then a rank of generation 1 falls
+// silent, as a stopped process, is declared lost by its watchers and
+// replaced by the second spare, and generation 2's allreduce checks every
+// value again. simulate reports per-slot links, handshakes and frames,
+// and the job-wide hops and simulated time until every live slot knows of
+// each loss and until the next generation runs.
 //
 // TestSimulation runs 1,000 slots (make test, without the race detector);
 // SPERLI_SIM=1000,10000 (make sim) runs the sizes it lists and prints
@@ -130,10 +133,8 @@ func (r simResult) print(w io.Writer) {
 		r.joined, r.firstBarrier, r.joinLinks.max, r.joinLinks.mean)
 	fmt.Fprintf(w, "  loss of slot %d: %d slots saw it, every live slot knew after %v, in at most %d hops\n", r.victim, r.sawIt, r.known, r.hops)
 	fmt.Fprintf(w, "  generation 1 ran everywhere %v after the crash (coordinator slot %d, spare took rank %d)\n", r.nextGen, r.coordinator, r.spareRank)
-	if r.stopped >= 0 {
-		fmt.Fprintf(w, "  stop of slot %d (silent, as SIGSTOP) in generation 1: %d slots declared it lost, every live slot knew %v after it stopped, in at most %d hops; generation 2 ran everywhere %v after it stopped\n",
-			r.stopped, r.sawIt2, r.known2, r.hops2, r.nextGen2)
-	}
+	fmt.Fprintf(w, "  stop of slot %d (silent, as SIGSTOP) in generation 1: %d slots declared it lost, every live slot knew %v after it stopped, in at most %d hops; generation 2 ran everywhere %v after it stopped\n",
+		r.stopped, r.sawIt2, r.known2, r.hops2, r.nextGen2)
 	fmt.Fprintf(w, "  per slot after generation 1's allreduce: links max %d mean %.1f (coordinator %d, any other at most %d: slot %d); handshakes max %d mean %.1f; frames read max %d mean %.1f\n",
 		r.links.max, r.links.mean, r.linksOfCoordinator, r.maxLinksOther, r.maxSlotOf, r.made.max, r.made.mean, r.frames.max, r.frames.mean)
 	fmt.Fprintf(w, "  job-wide: %d connections dialed, %d frames read\n", r.dials, r.framesTotal)
@@ -155,7 +156,7 @@ func (r simResult) check(t *testing.T) {
 	}
 	// A silent slot is declared lost within the silence limit and half
 	// a second (SPEC §18), and the news follows at the network's speed.
-	if lim := simSilence + 500*time.Millisecond + time.Duration(r.hops2+2)*4*simLatency; r.stopped >= 0 && r.known2 > lim {
+	if lim := simSilence + 500*time.Millisecond + time.Duration(r.hops2+2)*4*simLatency; r.known2 > lim {
 		t.Errorf("every slot knew of the silent slot %v after it stopped, want within %v", r.known2, lim)
 	}
 	if r.spareRank != r.victim {
@@ -275,15 +276,13 @@ func simulate(t *testing.T, n int) simResult {
 }
 
 func simulateIn(t *testing.T, n int) simResult {
-	// SPERLI_SIM_STOP=1 adds a second loss: a rank of generation 1 falls
-	// silent (StopForTest: its monitor and recovery stop, its
-	// connections stay open, as a stopped process's) and a second spare
-	// takes its place. It does not pass yet (docs/scale.md): left out of
-	// make test and make sim until it does.
-	spares, stopped := 1, -1
-	if os.Getenv("SPERLI_SIM_STOP") != "" {
-		spares, stopped = 2, n/4
-	}
+	// A second loss: a rank of generation 1 falls silent (StopForTest:
+	// its monitor and recovery stop, its connections stay open and it
+	// still reads, as a stopped process that runs again) and the second
+	// spare takes its place. The slot the others left sees its links
+	// close one by one; it must learn it was left, not flood those closes
+	// as losses (news.go, drop and declaredLost).
+	spares, stopped := 2, n/4
 	slots := n + spares
 	r := simResult{n: n, spares: spares, victim: n / 2, stopped: stopped}
 	mn := memnet.New()
@@ -399,9 +398,6 @@ func simulateIn(t *testing.T, n int) simResult {
 				}
 				comms[s] = c
 				mu.Unlock()
-				if r.stopped < 0 {
-					return nil
-				}
 				if s == r.stopped {
 					// Silent from now on, as a stopped process: no
 					// heartbeat; the watchers' detectors declare it
@@ -423,7 +419,11 @@ func simulateIn(t *testing.T, n int) simResult {
 				err = c.Finish()
 			}
 			if s == r.stopped {
-				err = nil // declared lost: its error is the others' verdict
+				// Declared lost by the others, and told so.
+				if codes.Of(err) != codes.PeerLost || !strings.Contains(err.Error(), "declared lost") {
+					t.Errorf("the silent slot %d ended with %v, want H1611 saying it was declared lost", s, err)
+				}
+				err = nil
 			}
 			errs[s] = err
 		}()
@@ -461,15 +461,13 @@ func simulateIn(t *testing.T, n int) simResult {
 	var sawIt int
 	r.known, r.hops, sawIt = lossNews(t, comms, r.victim, crash, r.victim, r.stopped)
 	r.sawIt = sawIt
-	if r.stopped >= 0 {
-		r.known2, r.hops2, r.sawIt2 = lossNews(t, comms, r.stopped, stoppedAt, r.victim, r.stopped)
-		for s := range slots {
-			if s != r.victim && s != r.stopped && !gen2At[s].IsZero() {
-				r.nextGen2 = max(r.nextGen2, gen2At[s].Sub(stoppedAt))
-			}
+	r.known2, r.hops2, r.sawIt2 = lossNews(t, comms, r.stopped, stoppedAt, r.victim, r.stopped)
+	for s := range slots {
+		if s != r.victim && s != r.stopped && !gen2At[s].IsZero() {
+			r.nextGen2 = max(r.nextGen2, gen2At[s].Sub(stoppedAt))
 		}
-		r.sums2 = sums2
 	}
+	r.sums2 = sums2
 	var links, made, frames []int64
 	r.coordinator = -1
 	for s := range comms {

@@ -67,9 +67,7 @@ func (c *Comm) lostReturn(slot int, why string) {
 		wild = c.anySourceEndsLocked(rank, why) // errors set
 	}
 	c.mu.Unlock()
-	if p := c.links.peer(slot); p != nil {
-		p.Close()
-	}
+	c.links.drop(slot, why)
 	for _, op := range ops {
 		op.err = c.lostErr("recv", rank, why)
 		close(op.done)

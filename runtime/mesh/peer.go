@@ -859,6 +859,15 @@ func (p *Peer) Close() {
 	})
 }
 
+// CloseTelling queues the control frame t and closes the connection once
+// the writer has sent it (waiting at most wait), on a goroutine of its
+// own; the peer is gone at once.
+func (p *Peer) CloseTelling(t wire.Type, payload []byte, wait time.Duration) {
+	p.Control(t, payload)
+	p.gone.Store(true)
+	go p.CloseGracefully(wait)
+}
+
 // ErrNoLink is the write error of frames queued for a peer whose
 // connection was never made.
 var ErrNoLink = errors.New("no connection was made to the peer")

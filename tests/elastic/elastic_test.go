@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -639,4 +640,89 @@ func TestStoppedSpareContinued(t *testing.T) {
 	if got, want := result(t, testbin.Result{Stdout: stdout.String()}), result(t, clean); got != want {
 		t.Fatalf("result %q, want %q", got, want)
 	}
+}
+
+// TestStoppedRankContinued: after a first loss (slot 2 killed, spare 6
+// takes rank 2), a rank of generation 1 is stopped (SIGSTOP) past the
+// silence limit: its watchers declare it lost and the second spare takes
+// its place. Continued (SIGCONT) while generation 2 runs, it reads the
+// frames that waited for it — every link closing on it, each after a lost
+// frame that names it — learns it was left, and exits by itself without
+// telling anyone of a loss. The job ends with 0 and the result of a run
+// without failures; nobody is named a liar (H1627), and the record holds
+// two generations after the first.
+func TestStoppedRankContinued(t *testing.T) {
+	const stopped = 4
+	prog := []string{stencil, "3000", "8000", "50"}
+	args := append([]string{"-n", "6", "--spares", "2", "--silence", "500", "--checkpoint-dir", "ckpt", "--record", "rec.jsonl"}, prog...)
+	l, work := start(t, "0:2@after-ckpt-2", args...)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	rec := filepath.Join(work, "rec.jsonl")
+	var pid int
+	if !testbin.Poll(ctx, 10*time.Millisecond, func() bool {
+		g, ok := lastGeneration(rec)
+		pid = g.Pids[strconv.Itoa(stopped)]
+		return ok && g.Gen == 1
+	}) || pid == 0 {
+		t.Fatalf("no generation 1 with slot %d's pid in the record:\n%v", stopped, l.Wait(t, timeout))
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// The job goes on without the stopped slot only once the second spare
+	// took its place: two more checkpoints committed say so. (The
+	// launcher records generation 2 only when it saw the lost slot's
+	// process end, or 10 s later.)
+	stoppedAt := lastEpoch(work)
+	if !testbin.Poll(ctx, 10*time.Millisecond, func() bool { return lastEpoch(work) >= stoppedAt+2 }) {
+		syscall.Kill(pid, syscall.SIGCONT)
+		t.Fatalf("no checkpoint after slot %d stopped (at epoch %d):\n%v", stopped, stoppedAt, l.Wait(t, timeout))
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	if !testbin.Poll(ctx, 10*time.Millisecond, func() bool { p, ok := testbin.ReadProc(pid); return !ok || p.State == "Z" }) {
+		t.Fatalf("the continued slot %d (pid %d) never ended:\n%v", stopped, pid, l.Wait(t, timeout))
+	}
+	r := l.Wait(t, timeout)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%v", r.Code, r)
+	}
+	if strings.Contains(r.Stderr, "H1627") || strings.Contains(r.Stderr, "was replaced and did not end; killed") {
+		t.Fatalf("a liar named, or the continued slot killed by the launcher:\n%v", r)
+	}
+	gens := oracle(t, rec, 6, 2)
+	if len(gens) != 3 || !slices.Equal(gens[1].Lost, []int{2}) || !slices.Equal(gens[2].Lost, []int{stopped}) {
+		t.Fatalf("generations %+v, want slot 2 lost in 1 and slot %d in 2", gens, stopped)
+	}
+	clean, _ := run(t, "", append([]string{"-n", "6", "--checkpoint-dir", "ckpt"}, prog...)...)
+	if got, want := result(t, r), result(t, clean); got != want {
+		t.Fatalf("result %q, want %q", got, want)
+	}
+}
+
+// lastEpoch is the newest checkpoint epoch with a COMMIT under work/ckpt.
+func lastEpoch(work string) int {
+	m, _ := filepath.Glob(filepath.Join(work, "ckpt", "*", "*", "COMMIT"))
+	last := 0
+	for _, f := range m {
+		if e, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil {
+			last = max(last, e)
+		}
+	}
+	return last
+}
+
+// lastGeneration is the last whole line of a record file being written,
+// decoded leniently (the oracle reads the finished file).
+func lastGeneration(path string) (testbin.Generation, bool) {
+	b, _ := os.ReadFile(path)
+	var last testbin.Generation
+	ok := false
+	for line := range strings.Lines(string(b)) {
+		var g testbin.Generation
+		if strings.HasSuffix(line, "\n") && json.Unmarshal([]byte(line), &g) == nil {
+			last, ok = g, true
+		}
+	}
+	return last, ok
 }
