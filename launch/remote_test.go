@@ -58,7 +58,10 @@ func testAgent() int {
 		go Agent(os.Stdin, os.Stdout, os.Stderr)
 		want, _ := strconv.Atoi(os.Getenv("SPERLI_TEST_AGENT_PIDS"))
 		for {
+			// pid-N only: a pid-N.part is a rank still writing its pid,
+			// which the job's end may kill before it is renamed.
 			pids, _ := filepath.Glob(filepath.Join(os.Getenv("SPERLI_TEST_AGENT_DIR"), "pid-*"))
+			pids = slices.DeleteFunc(pids, func(p string) bool { return strings.HasSuffix(p, ".part") })
 			if len(pids) >= want {
 				break
 			}
