@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"io"
 	"time"
@@ -130,6 +131,37 @@ func RequestForTest(ctx context.Context, w *WorkQueue) error {
 	}
 	w.held, w.asked = nil, true
 	return nil
+}
+
+// DropQueuesForTest forgets the logs of work queues c's process holds,
+// as a process launched again by a restart would (in a later incarnation:
+// records of the earlier one that name its slot are not its to audit).
+// Test only.
+func DropQueuesForTest(c *Comm) {
+	c.links.wqMu.Lock()
+	for name, l := range c.links.queues {
+		fresh := newWQLog(l.sum)
+		fresh.since = l.since + 1
+		c.links.queues[name] = fresh
+	}
+	c.links.wqMu.Unlock()
+}
+
+// ForgeDiskRecordForTest sends rank 0 of w's communicator a published
+// record of item id for the log on disk, as a master does: a joined rank
+// that lies. Test only.
+func ForgeDiskRecordForTest(ctx context.Context, w *WorkQueue, id int, result []byte) error {
+	r := wqRecord{kind: 'P', f: fence{w.c.inc, 1}, id: id, slot: w.c.links.self, sum: sha256.Sum256(result), result: result}
+	return w.q.Send(ctx, 0, wqTagDsk, r.append(nil))
+}
+
+// ForgeRecordForTest puts in w's log an execution of item id by slot
+// with the fence (w's generation, lease) and result: a joined rank that
+// lies in the log it sends at the queue's end. Test only.
+func ForgeRecordForTest(w *WorkQueue, id, slot int, lease uint64, result []byte) {
+	w.mu.Lock()
+	w.log.add(wqRecord{kind: 'X', f: fence{w.c.inc, lease}, id: id, slot: slot, sum: sha256.Sum256(result)})
+	w.mu.Unlock()
 }
 
 // LinkedForTest lists the slots c's slot has a link to whose connection

@@ -14,12 +14,16 @@ import (
 	"sperli/wire"
 )
 
-// The work queue of SPEC §19 (docs/workqueue.md): rank 0 of the queue's
-// communicator is its master and hands out leases fenced by (generation,
-// lease number); a result counts once the master and its buddy (rank 1)
-// hold its log record; every rank holds the log after the queue's start
-// and its end, so it survives the loss of any one rank (the process keeps
-// it across generations, by the queue's name).
+// The work queue of SPEC §19 (docs/workqueue.md): the queue's
+// communicator is cut into groups of at most PerMaster ranks (one group up
+// to that size); the first rank of a group is its master and hands out the
+// leases of its shard of the items (item id's shard is id mod groups) to
+// its group, fenced by (generation, lease number); a result counts once
+// the master and its buddy (the group's second rank) hold its log record;
+// every rank holds the whole log after the queue's start and its end, so
+// it survives the loss of any one rank (the process keeps it across
+// generations, by the queue's name). The groups are made again at every
+// start, from the ranks of the communicator it starts on.
 
 // Tags of a queue's messages on its private communicator.
 const (
@@ -27,7 +31,32 @@ const (
 	wqTagRep = 2 // master → worker: a lease, or the end
 	wqTagLog = 3 // master → buddy: a log record, or the end
 	wqTagAck = 4 // buddy → master: the record is held
+	wqTagDsk = 5 // master → rank 0: a record for the log on disk, or the master's end
 )
+
+// DefaultPerMaster is the ranks a work queue's master serves at most by
+// default (SPEC §19): a queue on more ranks has several masters.
+const DefaultPerMaster = 64
+
+// maxPerMaster bounds WorkOptions.PerMaster.
+const maxPerMaster = 1 << 20
+
+// WorkOptions are a work queue's options, the same on every rank.
+type WorkOptions struct {
+	// PerMaster is the ranks a master serves at most (2 to 1,048,576;
+	// 0: DefaultPerMaster). A queue on n ranks has ceil(n / PerMaster)
+	// masters, at most n / 2: every master has a buddy.
+	PerMaster int
+}
+
+// wqGroups is the number of groups (masters) of a queue on size ranks.
+func wqGroups(size, perMaster int) int {
+	return max(1, min((size+perMaster-1)/perMaster, size/2))
+}
+
+// wqFirst is the first rank of group g: the groups are contiguous, and
+// their sizes differ by one at most (rank r is in group r·groups/size).
+func wqFirst(g, size, groups int) int { return (g*size + groups - 1) / groups }
 
 // MaxWorkResult bounds a result (a frame's payload, less the done's head).
 const MaxWorkResult = wire.MaxPayload - 64
@@ -115,6 +144,11 @@ type wqLog struct {
 	pub  map[int]wqRecord // published, by item
 	exec map[wqKey]bool   // every execution logged (published or not)
 	recs []wqRecord       // the unpublished executions (X), in order
+	// What this process computed itself since it first started the
+	// queue (in generation since): every record that names its slot from
+	// then on must be one of them (audit).
+	own   map[wqKey][32]byte
+	since uint32
 }
 
 // wqKey names an execution: its fence and item.
@@ -124,7 +158,26 @@ type wqKey struct {
 }
 
 func newWQLog(sum [32]byte) *wqLog {
-	return &wqLog{sum: sum, pub: map[int]wqRecord{}, exec: map[wqKey]bool{}}
+	return &wqLog{sum: sum, pub: map[int]wqRecord{}, exec: map[wqKey]bool{}, own: map[wqKey][32]byte{}}
+}
+
+// audit checks the records rank from of the queue sent (or relayed):
+// one that names this rank's slot in a generation since this process
+// started the queue must be an execution it made, with its result's
+// SHA-256. A record that names an honest slot for what it never
+// computed is a forgery, and from sent it: H1627 naming it. (A slot's
+// own lies about its own work cannot be told from a wrong result.)
+func (w *WorkQueue) audit(recs []wqRecord, from int, l *wqLog) error {
+	self := w.c.links.self
+	for _, r := range recs {
+		if r.slot != self || r.f.gen < l.since {
+			continue
+		}
+		if sum, ok := l.own[wqKey{r.f, r.id}]; !ok || sum != r.sum {
+			return w.liar(from, "a log record of item %d with fence (%d, %d) computed by slot %d, this one, which never gave that result", r.id, r.f.gen, r.f.lease, self)
+		}
+	}
+	return nil
 }
 
 // add takes a record; an execution already logged is not counted again.
@@ -150,11 +203,14 @@ func (l *wqLog) add(r wqRecord) {
 	l.recs = append(l.recs, r)
 }
 
-// encode is every record, the published by item, then the others.
-func (l *wqLog) encode() []byte {
-	ids := make([]int, 0, len(l.pub))
+// encodeShard is the published records of shard g of groups (items whose
+// id mod groups is g), by item, then every execution not published.
+func (l *wqLog) encodeShard(g, groups int) []byte {
+	ids := make([]int, 0, len(l.pub)/groups+1)
 	for id := range l.pub {
-		ids = append(ids, id)
+		if id%groups == g {
+			ids = append(ids, id)
+		}
 	}
 	sort.Ints(ids)
 	var b []byte
@@ -167,6 +223,9 @@ func (l *wqLog) encode() []byte {
 	return b
 }
 
+// encode is every record, the published by item, then the others.
+func (l *wqLog) encode() []byte { return l.encodeShard(0, 1) }
+
 // WorkStats are a queue's statistics, from its log (SPEC §19).
 type WorkStats struct {
 	Items       int
@@ -175,6 +234,7 @@ type WorkStats struct {
 	Duplicates  int         // Executed − Published
 	Generations int         // the generations results were logged in
 	ByRank      map[int]int // executions by the slot that computed them
+	Slots       int         // the job's slots: ByRank's keys are below it
 }
 
 func (l *wqLog) stats(items int) WorkStats {
@@ -200,11 +260,17 @@ func (l *wqLog) stats(items int) WorkStats {
 // returns false on every rank and Results is the same on every rank.
 // One goroutine uses it.
 type WorkQueue struct {
-	c, q    *Comm
-	name    string
-	items   [][]byte
-	sum     [32]byte // of the name and the items
-	log     *wqLog   // this process's, shared with the master and buddy goroutines while they run
+	c, q  *Comm
+	name  string
+	items [][]byte
+	sum   [32]byte // of the name, the options and the items
+	log   *wqLog   // this process's, shared with the master and buddy goroutines while they run
+	// The groups: their number, this rank's, its master's and buddy's
+	// ranks (-1: none) and the size of its group.
+	groups, group, masterRank, buddyRank, groupSize int
+	// diskAll: rank 0 writes the log to disk, and the other masters
+	// send it their records (wqTagDsk).
+	diskAll bool
 	mu      *sync.Mutex
 	held    *Task
 	asked   bool // a request (or a done) is out: the next reply is this rank's
@@ -233,12 +299,30 @@ type wqReq struct {
 // or on a communicator the job shrank from, goes on from its log: the
 // published results stay, and only the rest is leased.
 func (c *Comm) WorkQueue(ctx context.Context, name string, items [][]byte) (*WorkQueue, error) {
+	return c.WorkQueueWith(ctx, name, items, WorkOptions{})
+}
+
+// WorkQueueWith is WorkQueue with options, the same on every rank (they
+// are checked with the items).
+func (c *Comm) WorkQueueWith(ctx context.Context, name string, items [][]byte, opt WorkOptions) (*WorkQueue, error) {
 	if len(items) == 0 || len(items) > maxWorkItems || len(name) > 255 {
 		return nil, &codes.Error{Code: codes.OutOfRange, Op: "work_queue", Rank: -1,
 			Msg: fmt.Sprintf("work_queue: %d items and a name of %d bytes; want 1 to %d items and a name of at most 255", len(items), len(name), maxWorkItems)}
 	}
+	if opt.PerMaster == 0 {
+		opt.PerMaster = DefaultPerMaster
+	}
+	if opt.PerMaster < 2 || opt.PerMaster > maxPerMaster {
+		return nil, &codes.Error{Code: codes.OutOfRange, Op: "work_queue", Rank: -1,
+			Msg: fmt.Sprintf("work_queue: %d ranks a master; want 2 to %d", opt.PerMaster, maxPerMaster)}
+	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%d:%s", len(name), name)
+	if opt.PerMaster != DefaultPerMaster {
+		// (A queue of the default keeps the SHA-256 it had before there
+		// were options: its log on disk goes on.)
+		fmt.Fprintf(h, "/%d", opt.PerMaster)
+	}
 	for _, it := range items {
 		binary.Write(h, binary.BigEndian, uint64(len(it)))
 		h.Write(it)
@@ -250,15 +334,29 @@ func (c *Comm) WorkQueue(ctx context.Context, name string, items [][]byte) (*Wor
 		return nil, err
 	}
 	w := &WorkQueue{c: c, q: q, name: name, items: items, sum: sum, mu: &c.links.wqMu}
+	size := q.Size()
+	w.groups = wqGroups(size, opt.PerMaster)
+	w.group = q.Rank() * w.groups / size
+	w.masterRank = wqFirst(w.group, size, w.groups)
+	w.groupSize = wqFirst(w.group+1, size, w.groups) - w.masterRank
+	w.buddyRank = -1
+	if w.groupSize > 1 {
+		w.buddyRank = w.masterRank + 1
+	}
 	// Rank 0 reads the log a restarted job left; whether it could goes
-	// with the items' SHA-256, so that every rank ends alike.
+	// with the items' SHA-256, so that every rank ends alike, and whether
+	// it writes the log (then the other masters send it their records).
 	disk, diskErr := w.readDisk(sum)
 	mine := binary.BigEndian.AppendUint16(sum[:], uint16(codes.Of(diskErr)))
+	mine = append(mine, 0)
+	if w.diskOn() {
+		mine[34] = 1
+	}
 	all, err := q.Allgather(ctx, mine)
 	if err != nil {
 		return nil, err
 	}
-	const part = 34
+	const part = 35
 	for r := 0; r < q.Size(); r++ {
 		if !bytes.Equal(all[part*r:part*r+32], sum[:]) {
 			return nil, &codes.Error{Code: codes.CollectiveMismatch, Op: "work_queue", Rank: r,
@@ -274,6 +372,10 @@ func (c *Comm) WorkQueue(ctx context.Context, name string, items [][]byte) (*Wor
 		}
 		return nil, &codes.Error{Code: code, Op: "work_queue", Rank: 0, Msg: fmt.Sprintf("work_queue %q: rank 0 could not take the queue's log under the checkpoint directory (its error says why)", name)}
 	}
+	if all[34] > 1 {
+		return nil, w.liar(0, "a start with a disk flag of %d", all[34])
+	}
+	w.diskAll = all[34] == 1 && w.groups > 1
 	if err := w.sync(ctx, sum, disk); err != nil {
 		return nil, err
 	}
@@ -285,10 +387,10 @@ func (c *Comm) WorkQueue(ctx context.Context, name string, items [][]byte) (*Wor
 		}()
 	}
 	switch q.Rank() {
-	case 0:
+	case w.masterRank:
 		w.reqs, w.local = make(chan wqReq), make(chan []byte, 1)
 		serve(w.master)
-	case 1:
+	case w.buddyRank:
 		serve(w.buddy)
 	}
 	return w, nil
@@ -301,18 +403,23 @@ const maxWorkLog = 1 << 32
 // beyond the log (a gather's part).
 const maxWorkExtras = (wire.MaxPayload - 64) / (wqRecordHead)
 
-// sync makes every rank's log the union of what the ranks hold. The
-// published records are the longest list a rank holds, which holds every
-// other (every rank holds the whole log at the queue's start; in a
-// generation the buddy logs a record before the master does, and the
-// others log none); that rank sends its log to all. Then the executions
-// the others know and it does not (a worker's done that its master did
-// not log before it was lost) are gathered and sent to all.
+// sync makes every rank's log the union of what the ranks hold. Every
+// rank holds the whole log at the queue's start; in a generation a
+// group's buddy logs a record before its master does, and the others log
+// none, so with one master the longest published list holds every other.
+// The rank with the longest sends its log to all. With several masters
+// the other groups' records are beyond it: each rank that holds published
+// records beyond it sends them to all in turn (what an earlier one sent
+// is not sent again: a master's buddy sends nothing after its master).
+// Then the executions the others know and nobody logged (a worker's done
+// that its master did not log before it was lost) are gathered and sent
+// to all.
 func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
 	w.mu.Lock()
 	old := w.c.links.queues[w.name]
 	if old == nil || old.sum != sum {
 		old = newWQLog(sum)
+		old.since = w.c.inc
 	}
 	if disk != nil {
 		// A restarted job: its log is the one on disk (and what this
@@ -323,6 +430,7 @@ func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
 		for _, r := range old.recs {
 			disk.add(r)
 		}
+		disk.own, disk.since = old.own, old.since
 		old = disk
 	}
 	mine := old.encode()
@@ -347,28 +455,72 @@ func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
 	if err != nil {
 		return err
 	}
-	l, err := w.logOf(all, sum, src)
+	l, err := w.logOf(all, sum, src, old)
 	if err != nil {
 		return err
 	}
-	// The executions this rank knows beyond it.
+	// The executions this rank knows beyond it, and whether it holds
+	// published records beyond it.
 	var extra []byte
+	more := byte(0)
 	for _, r := range old.recs {
-		if !l.exec[wqKey{r.f, r.id}] && len(extra) < maxWorkExtras*wqRecordHead {
+		// Only its own: another slot's execution it knows of came to it
+		// at an earlier start, with the log every rank got.
+		if r.slot == w.c.links.self && !l.exec[wqKey{r.f, r.id}] && len(extra) < maxWorkExtras*wqRecordHead {
 			extra = r.append(extra)
 		}
 	}
-	lens, err := w.q.Allgather(ctx, binary.BigEndian.AppendUint32(nil, uint32(len(extra))))
+	for id := range old.pub {
+		if _, ok := l.pub[id]; !ok {
+			more = 1
+		}
+	}
+	lens, err := w.q.Allgather(ctx, append(binary.BigEndian.AppendUint32(nil, uint32(len(extra))), more))
 	if err != nil {
 		return err
 	}
 	longest := 0
 	for r := 0; r < w.q.Size(); r++ {
-		n := int(binary.BigEndian.Uint32(lens[4*r:]))
-		if n > maxWorkExtras*wqRecordHead {
-			return w.liar(r, "%d bytes of executions beyond the log", n)
+		n := int(binary.BigEndian.Uint32(lens[5*r:]))
+		if n > maxWorkExtras*wqRecordHead || lens[5*r+4] > 1 {
+			return w.liar(r, "%d bytes of executions beyond the log, and a flag of %d", n, lens[5*r+4])
 		}
 		longest = max(longest, n)
+	}
+	for r := 0; r < w.q.Size(); r++ {
+		if lens[5*r+4] == 0 {
+			continue
+		}
+		var beyond []byte
+		if r == w.q.Rank() {
+			ids := make([]int, 0)
+			for id := range old.pub {
+				if _, ok := l.pub[id]; !ok {
+					ids = append(ids, id)
+				}
+			}
+			sort.Ints(ids)
+			for _, id := range ids {
+				beyond = old.pub[id].append(beyond)
+			}
+		}
+		got, err := w.bcastLen(ctx, r, beyond)
+		if err != nil {
+			return err
+		}
+		recs, err := parseRecords(got, len(w.items), w.c.links.slots)
+		if err != nil {
+			return w.liar(r, "%v", err)
+		}
+		if err := w.audit(recs, r, l); err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			if _, dup := l.pub[rec.id]; rec.kind != 'P' || dup {
+				return w.liar(r, "a record of item %d beyond the log that is no publication of an item it lacks", rec.id)
+			}
+			l.add(rec)
+		}
 	}
 	if longest > 0 {
 		got, err := w.q.Gather(ctx, 0, append(extra, make([]byte, longest-len(extra))...))
@@ -378,25 +530,28 @@ func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
 		var merged []byte
 		if w.q.Rank() == 0 {
 			for r := 0; r < w.q.Size(); r++ {
-				n := int(binary.BigEndian.Uint32(lens[4*r:]))
+				n := int(binary.BigEndian.Uint32(lens[5*r:]))
 				recs, err := parseRecords(got[longest*r:longest*r+n], len(w.items), w.c.links.slots)
 				if err != nil {
 					return w.liar(r, "%v", err)
 				}
 				for _, rec := range recs {
-					if rec.kind != 'X' {
-						return w.liar(r, "a published record beyond the log")
+					if rec.kind != 'X' || rec.slot != w.q.worldSlot(r) {
+						return w.liar(r, "a record beyond the log that is no execution of its own (kind %c, slot %d)", rec.kind, rec.slot)
 					}
 					merged = rec.append(merged)
 				}
 			}
 		}
-		if merged, err = w.bcastLen(ctx, merged); err != nil {
+		if merged, err = w.bcastLen(ctx, 0, merged); err != nil {
 			return err
 		}
 		recs, err := parseRecords(merged, len(w.items), w.c.links.slots)
 		if err != nil {
 			return w.liar(0, "%v", err)
+		}
+		if err := w.audit(recs, 0, l); err != nil {
+			return err
 		}
 		for _, rec := range recs {
 			l.add(rec)
@@ -409,32 +564,37 @@ func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
 	return nil
 }
 
-// logOf is the log of the records b, which rank src sent.
-func (w *WorkQueue) logOf(b []byte, sum [32]byte, src int) (*wqLog, error) {
+// logOf is the log of the records b, which rank src sent, audited
+// against what this process computed (old's).
+func (w *WorkQueue) logOf(b []byte, sum [32]byte, src int, old *wqLog) (*wqLog, error) {
 	recs, err := parseRecords(b, len(w.items), w.c.links.slots)
 	if err != nil {
 		return nil, w.liar(src, "%v", err)
 	}
+	if err := w.audit(recs, src, old); err != nil {
+		return nil, err
+	}
 	l := newWQLog(sum)
+	l.own, l.since = old.own, old.since
 	for _, rec := range recs {
 		l.add(rec)
 	}
 	return l, nil
 }
 
-// bcastLen broadcasts b from rank 0 of the queue, its length first.
-func (w *WorkQueue) bcastLen(ctx context.Context, b []byte) ([]byte, error) {
-	n, err := w.q.Bcast(ctx, 0, binary.BigEndian.AppendUint64(nil, uint64(len(b))))
+// bcastLen broadcasts b from rank root of the queue, its length first.
+func (w *WorkQueue) bcastLen(ctx context.Context, root int, b []byte) ([]byte, error) {
+	n, err := w.q.Bcast(ctx, root, binary.BigEndian.AppendUint64(nil, uint64(len(b))))
 	if err != nil {
 		return nil, err
 	}
 	if len(n) != 8 {
-		return nil, w.liar(0, "a log's length in %d bytes", len(n))
+		return nil, w.liar(root, "a log's length in %d bytes", len(n))
 	}
 	if size := binary.BigEndian.Uint64(n); size > maxWorkLog {
-		return nil, w.liar(0, "a log of %d bytes, at most %d", size, uint64(maxWorkLog))
+		return nil, w.liar(root, "a log of %d bytes, at most %d", size, uint64(maxWorkLog))
 	}
-	return w.bcastBytes(ctx, 0, b, binary.BigEndian.Uint64(n))
+	return w.bcastBytes(ctx, root, b, binary.BigEndian.Uint64(n))
 }
 
 // bcastBytes broadcasts b, of size bytes, from rank root of the queue, in
@@ -526,7 +686,7 @@ func (w *WorkQueue) next(ctx context.Context) (t *Task, ok bool, err error) {
 		f := fence{binary.BigEndian.Uint32(b[1:]), binary.BigEndian.Uint64(b[5:])}
 		id := int(binary.BigEndian.Uint32(b[13:]))
 		if id >= len(w.items) {
-			return nil, false, w.liar(0, "a lease of item %d (%d items)", id, len(w.items))
+			return nil, false, w.liar(w.masterRank, "a lease of item %d (%d items)", id, len(w.items))
 		}
 		w.held = &Task{ID: id, Data: w.items[id], f: f}
 		return w.held, true, nil
@@ -534,7 +694,7 @@ func (w *WorkQueue) next(ctx context.Context) (t *Task, ok bool, err error) {
 		w.endSeen = true
 		return nil, false, w.finish(ctx)
 	}
-	return nil, false, w.liar(0, "a reply of %d bytes that is no lease or end", len(b))
+	return nil, false, w.liar(w.masterRank, "a reply of %d bytes that is no lease or end", len(b))
 }
 
 // Done gives the result of t, a task this rank holds. A result over
@@ -558,26 +718,30 @@ func (w *WorkQueue) Done(ctx context.Context, t *Task, result []byte) error {
 	b = binary.BigEndian.AppendUint32(b, t.f.gen)
 	b = binary.BigEndian.AppendUint64(b, t.f.lease)
 	b = binary.BigEndian.AppendUint32(b, uint32(t.ID))
+	sum := sha256.Sum256(result)
+	w.mu.Lock()
+	w.log.own[wqKey{t.f, t.ID}] = sum // before it goes: the log may name it as soon as it does
+	w.mu.Unlock()
 	if err := w.request(ctx, append(b, result...)); err != nil {
 		return w.lost(err)
 	}
 	// This rank's own record of the execution: if the master is lost
 	// before it logs the done, the next start counts it (sync).
 	w.mu.Lock()
-	w.log.add(wqRecord{kind: 'X', f: t.f, id: t.ID, slot: w.c.links.self, sum: sha256.Sum256(result)})
+	w.log.add(wqRecord{kind: 'X', f: t.f, id: t.ID, slot: w.c.links.self, sum: sum})
 	w.mu.Unlock()
 	w.held, w.asked = nil, true
 	return nil
 }
 
-// request sends a request or done to the master: on rank 0 in the
-// process.
+// request sends a request or done to this rank's master: in the process
+// on a master.
 func (w *WorkQueue) request(ctx context.Context, b []byte) error {
 	if w.reqs == nil {
-		return w.q.Send(ctx, 0, wqTagReq, b)
+		return w.q.Send(ctx, w.masterRank, wqTagReq, b)
 	}
 	select {
-	case w.reqs <- wqReq{0, b}:
+	case w.reqs <- wqReq{w.masterRank, b}:
 		return nil
 	case <-w.srvDone:
 		return w.served()
@@ -589,7 +753,7 @@ func (w *WorkQueue) request(ctx context.Context, b []byte) error {
 // reply is the master's answer to this rank's request.
 func (w *WorkQueue) reply(ctx context.Context) ([]byte, error) {
 	if w.reqs == nil {
-		return w.q.Recv(ctx, 0, wqTagRep)
+		return w.q.Recv(ctx, w.masterRank, wqTagRep)
 	}
 	select {
 	case b := <-w.local:
@@ -616,7 +780,8 @@ func (w *WorkQueue) served() error {
 }
 
 // finish ends the queue on this rank: the master's and buddy's
-// goroutines have ended, and rank 0 sends every rank the whole log.
+// goroutines have ended, and each master sends every rank its shard's
+// log (the published records of its shard, and the executions it knows).
 func (w *WorkQueue) finish(ctx context.Context) error {
 	if w.srvDone != nil {
 		select {
@@ -628,27 +793,41 @@ func (w *WorkQueue) finish(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	var all []byte
-	if w.q.Rank() == 0 {
+	for g := range w.groups {
+		root := wqFirst(g, w.q.Size(), w.groups)
+		var shard []byte
+		if w.q.Rank() == root {
+			w.mu.Lock()
+			shard = w.log.encodeShard(g, w.groups)
+			w.mu.Unlock()
+		}
+		all, err := w.bcastLen(ctx, root, shard)
+		if err != nil {
+			return err
+		}
+		recs, err := parseRecords(all, len(w.items), w.c.links.slots)
+		if err != nil {
+			return w.liar(root, "%v", err)
+		}
 		w.mu.Lock()
-		all = w.log.encode()
+		err = w.audit(recs, root, w.log)
+		if err == nil {
+			for _, r := range recs {
+				w.log.add(r)
+			}
+		}
 		w.mu.Unlock()
-	}
-	all, err := w.bcastLen(ctx, all)
-	if err != nil {
-		return err
-	}
-	recs, err := parseRecords(all, len(w.items), w.c.links.slots)
-	if err != nil {
-		return w.liar(0, "%v", err)
+		if err != nil {
+			return err
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, r := range recs {
-		w.log.add(r)
-	}
-	if len(w.log.pub) != len(w.items) {
-		return w.liar(0, "ended with %d of %d items published", len(w.log.pub), len(w.items))
+	for id := range w.items {
+		if _, ok := w.log.pub[id]; !ok {
+			g := id % w.groups
+			return w.liar(wqFirst(g, w.q.Size(), w.groups), "ended without item %d published (%d of %d items are)", id, len(w.log.pub), len(w.items))
+		}
 	}
 	w.ended = true
 	return nil
@@ -684,15 +863,22 @@ func (w *WorkQueue) Result(id int) ([]byte, error) {
 	return w.log.pub[id].result, nil
 }
 
+// Masters is the number of the queue's masters (groups) in this start:
+// one a WorkOptions.PerMaster ranks, at most half the ranks.
+func (w *WorkQueue) Masters() int { return w.groups }
+
 // Stats are the queue's statistics from its log as this rank holds it
 // (after the end, the whole log: the same on every rank).
 func (w *WorkQueue) Stats() WorkStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.log.stats(len(w.items))
+	st := w.log.stats(len(w.items))
+	st.Slots = w.c.links.slots
+	return st
 }
 
-// master serves the queue on rank 0 until every rank was told its end.
+// master serves its shard of the queue to its group until every rank of
+// the group was told its end.
 func (w *WorkQueue) master(ctx context.Context) error {
 	gen := w.c.inc
 	var next uint64 // leases made in this generation
@@ -707,19 +893,24 @@ func (w *WorkQueue) master(ctx context.Context) error {
 	asked := map[int]bool{}
 	ended := map[int]bool{}
 	var pending []int
+	published, shard := 0, 0 // of this master's shard
 	w.mu.Lock()
-	for id := range w.items {
-		if _, done := w.log.pub[id]; !done {
+	for id := w.group; id < len(w.items); id += w.groups {
+		shard++
+		if _, done := w.log.pub[id]; done {
+			published++
+		} else {
 			pending = append(pending, id)
 		}
 	}
-	published := len(w.log.pub)
 	w.mu.Unlock()
 	var parked []int
 	told := 0
 	// The log under the checkpoint directory, written on a goroutine of
 	// its own; the queue ends when it is written whole.
+	// With several masters rank 0 writes theirs too (collect).
 	var wr *wqWriter
+	var collected chan error
 	if w.diskOn() {
 		wr = w.startWriter()
 		defer func() {
@@ -727,10 +918,14 @@ func (w *WorkQueue) master(ctx context.Context) error {
 				wr.finish()
 			}
 		}()
+		if w.diskAll {
+			collected = make(chan error, 1)
+			go func() { collected <- w.collect(ctx, wr) }()
+		}
 	}
 	send := func(to int, b []byte) error {
-		if to == 0 {
-			w.local <- b // rank 0 has one request out at most: never blocks
+		if to == w.masterRank {
+			w.local <- b // the master's own worker has one request out at most: never blocks
 			return nil
 		}
 		return w.q.Send(ctx, to, wqTagRep, b)
@@ -746,7 +941,7 @@ func (w *WorkQueue) master(ctx context.Context) error {
 			b = binary.BigEndian.AppendUint32(b, gen)
 			b = binary.BigEndian.AppendUint64(b, next)
 			return send(to, binary.BigEndian.AppendUint32(b, uint32(id)))
-		case published == len(w.items):
+		case published == shard:
 			told++
 			ended[to], asked[to] = true, false
 			return send(to, []byte{'E'})
@@ -759,7 +954,7 @@ func (w *WorkQueue) master(ctx context.Context) error {
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	readErr := make(chan error, 1)
-	if w.q.Size() > 1 {
+	if w.groupSize > 1 {
 		go func() {
 			for {
 				b, env, err := w.q.RecvFrom(rctx, AnySource, wqTagReq)
@@ -775,7 +970,7 @@ func (w *WorkQueue) master(ctx context.Context) error {
 			}
 		}()
 	}
-	for told < w.q.Size() {
+	for told < w.groupSize {
 		// A rank lost (to a program that manages its losses) ends the
 		// queue here, and its revoke everywhere: the ranks shrink, and
 		// the queue starts again from its log, the lost rank's lease
@@ -798,6 +993,9 @@ func (w *WorkQueue) master(ctx context.Context) error {
 			return ctx.Err()
 		}
 		b, from := req.b, req.from
+		if from < w.masterRank || from >= w.masterRank+w.groupSize {
+			return w.liar(from, "a message to the master of group %d (ranks %d to %d)", w.group, w.masterRank, w.masterRank+w.groupSize-1)
+		}
 		if asked[from] || ended[from] {
 			return w.liar(from, "a message while it waits for a reply or after the end")
 		}
@@ -810,7 +1008,7 @@ func (w *WorkQueue) master(ctx context.Context) error {
 		case len(b) >= 17 && b[0] == 'D':
 			f := fence{binary.BigEndian.Uint32(b[1:]), binary.BigEndian.Uint64(b[5:])}
 			id := int(binary.BigEndian.Uint32(b[13:]))
-			if f.gen > gen || (f.gen == gen && (!holding || held != lease{id, f.lease})) || (f.gen < gen && holding) || id >= len(w.items) {
+			if f.gen > gen || (f.gen == gen && (!holding || held != lease{id, f.lease})) || (f.gen < gen && holding) || id >= len(w.items) || id%w.groups != w.group {
 				// A fence no master made, another rank's lease, or one
 				// it gave already.
 				return w.liar(from, "a done of item %d with fence (%d, %d), which no master gave it (generation %d, %d leases)", id, f.gen, f.lease, gen, next)
@@ -830,6 +1028,10 @@ func (w *WorkQueue) master(ctx context.Context) error {
 			}
 			if wr != nil {
 				wr.add(rec)
+			} else if w.diskAll {
+				if err := w.q.Send(ctx, 0, wqTagDsk, rec.append(nil)); err != nil {
+					return err
+				}
 			}
 		default:
 			return w.liar(from, "a request of %d bytes that is no request or done", len(b))
@@ -838,7 +1040,7 @@ func (w *WorkQueue) master(ctx context.Context) error {
 		if err := reply(from); err != nil {
 			return err
 		}
-		if published == len(w.items) {
+		if published == shard {
 			for _, p := range parked {
 				if err := reply(p); err != nil {
 					return err
@@ -847,15 +1049,64 @@ func (w *WorkQueue) master(ctx context.Context) error {
 			parked = nil
 		}
 	}
+	if collected != nil {
+		// The other masters' records, until each said its end.
+		select {
+		case err := <-collected:
+			if err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if wr != nil {
 		err := wr.finish()
 		wr = nil
 		if err != nil {
 			return err
 		}
+	} else if w.diskAll {
+		if err := w.q.Send(ctx, 0, wqTagDsk, []byte{'E'}); err != nil {
+			return err
+		}
 	}
-	if w.q.Size() > 1 {
-		return w.q.Send(ctx, 1, wqTagLog, []byte{'E'})
+	if w.buddyRank >= 0 {
+		return w.q.Send(ctx, w.buddyRank, wqTagLog, []byte{'E'})
+	}
+	return nil
+}
+
+// collect takes, on rank 0, the records the other masters logged, for the
+// log on disk, until each of them said its end. They are checked as any
+// log record is, and only masters send them.
+func (w *WorkQueue) collect(ctx context.Context, wr *wqWriter) error {
+	ended := map[int]bool{}
+	for len(ended) < w.groups-1 {
+		b, env, err := w.q.RecvFrom(ctx, AnySource, wqTagDsk)
+		if err != nil {
+			return err
+		}
+		from := env.Source
+		g := from * w.groups / w.q.Size()
+		if from == 0 || from != wqFirst(g, w.q.Size(), w.groups) || ended[from] {
+			return w.liar(from, "a record for the log on disk, which only a master sends, before its end")
+		}
+		if len(b) == 1 && b[0] == 'E' {
+			ended[from] = true
+			continue
+		}
+		recs, err := parseRecords(b, len(w.items), w.c.links.slots)
+		if err != nil || len(recs) != 1 || recs[0].id%w.groups != g {
+			return w.liar(from, "a record for the log on disk that does not parse or is not of its shard (%v)", err)
+		}
+		w.mu.Lock()
+		err = w.audit(recs, from, w.log)
+		w.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		wr.add(recs[0])
 	}
 	return nil
 }
@@ -864,16 +1115,16 @@ func (w *WorkQueue) master(ctx context.Context) error {
 // acknowledgement), then the master's, so that a result counts only
 // once two ranks hold it.
 func (w *WorkQueue) logRecord(ctx context.Context, r wqRecord) error {
-	if w.q.Size() > 1 {
-		if err := w.q.Send(ctx, 1, wqTagLog, r.append(nil)); err != nil {
+	if w.buddyRank >= 0 {
+		if err := w.q.Send(ctx, w.buddyRank, wqTagLog, r.append(nil)); err != nil {
 			return err
 		}
-		ack, err := w.q.Recv(ctx, 1, wqTagAck)
+		ack, err := w.q.Recv(ctx, w.buddyRank, wqTagAck)
 		if err != nil {
 			return err
 		}
 		if len(ack) != 0 {
-			return w.liar(1, "a log acknowledgement of %d bytes", len(ack))
+			return w.liar(w.buddyRank, "a log acknowledgement of %d bytes", len(ack))
 		}
 	}
 	w.mu.Lock()
@@ -882,10 +1133,10 @@ func (w *WorkQueue) logRecord(ctx context.Context, r wqRecord) error {
 	return nil
 }
 
-// buddy holds the master's records on rank 1 until the master's end.
+// buddy holds its master's records until the master's end.
 func (w *WorkQueue) buddy(ctx context.Context) error {
 	for {
-		b, err := w.q.Recv(ctx, 0, wqTagLog)
+		b, err := w.q.Recv(ctx, w.masterRank, wqTagLog)
 		if err != nil {
 			return err
 		}
@@ -893,13 +1144,19 @@ func (w *WorkQueue) buddy(ctx context.Context) error {
 			return nil
 		}
 		recs, err := parseRecords(b, len(w.items), w.c.links.slots)
-		if err != nil || len(recs) != 1 {
-			return w.liar(0, "a log record that does not parse (%v)", err)
+		if err != nil || len(recs) != 1 || recs[0].id%w.groups != w.group {
+			return w.liar(w.masterRank, "a log record that does not parse or is not of its shard (%v)", err)
 		}
 		w.mu.Lock()
-		w.log.add(recs[0])
+		err = w.audit(recs, w.masterRank, w.log)
+		if err == nil {
+			w.log.add(recs[0])
+		}
 		w.mu.Unlock()
-		if err := w.q.Send(ctx, 0, wqTagAck, nil); err != nil {
+		if err != nil {
+			return err
+		}
+		if err := w.q.Send(ctx, w.masterRank, wqTagAck, nil); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,42 +26,54 @@ func wqItems(n int) [][]byte {
 
 // farm runs a queue of items on c, each result the item's text twice.
 func farm(ctx context.Context, c *runtime.Comm, items [][]byte) (map[int][]byte, runtime.WorkStats, int, error) {
-	w, err := c.WorkQueue(ctx, "farm", items)
+	res, st, did, _, err := farmWith(ctx, c, items, runtime.WorkOptions{})
+	return res, st, did, err
+}
+
+// farmWith is farm with options; it says how many masters the queue had.
+func farmWith(ctx context.Context, c *runtime.Comm, items [][]byte, opt runtime.WorkOptions) (map[int][]byte, runtime.WorkStats, int, int, error) {
+	w, err := c.WorkQueueWith(ctx, "farm", items, opt)
 	if err != nil {
-		return nil, runtime.WorkStats{}, 0, err
+		return nil, runtime.WorkStats{}, 0, 0, err
 	}
 	did := 0
 	for {
 		t, ok, err := w.Next(ctx)
 		if err != nil {
-			return nil, runtime.WorkStats{}, did, err
+			return nil, runtime.WorkStats{}, did, w.Masters(), err
 		}
 		if !ok {
 			break
 		}
 		if err := w.Done(ctx, t, append(append([]byte{}, t.Data...), t.Data...)); err != nil {
-			return nil, runtime.WorkStats{}, did, err
+			return nil, runtime.WorkStats{}, did, w.Masters(), err
 		}
 		did++
 	}
 	res, err := w.Results()
-	return res, w.Stats(), did, err
+	return res, w.Stats(), did, w.Masters(), err
 }
 
 // TestWorkQueue: every item is done once and published once, the results
-// are the same on every rank, and the stats come from the log.
+// are the same on every rank, and the stats come from the log; with
+// several masters too (a shard of the items each, a group of the ranks).
 func TestWorkQueue(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 5} {
-		t.Run(fmt.Sprintf("%d ranks", n), func(t *testing.T) {
+	for _, tc := range []struct{ n, perMaster, masters int }{
+		{1, 0, 1}, {2, 0, 1}, {3, 0, 1}, {5, 0, 1},
+		{2, 2, 1}, {5, 2, 2}, {6, 2, 3}, {7, 3, 3}, {8, 64, 1},
+	} {
+		n := tc.n
+		t.Run(fmt.Sprintf("%d ranks, %d a master", n, tc.perMaster), func(t *testing.T) {
 			ctx := testCtx(t)
 			comms := newFixture(t, n).initAll(ctx)
 			items := wqItems(97)
 			results := make([]map[int][]byte, n)
 			stats := make([]runtime.WorkStats, n)
 			dids := make([]int, n)
+			masters := make([]int, n)
 			errs := each(comms, func(c *runtime.Comm) error {
 				var err error
-				results[c.Rank()], stats[c.Rank()], dids[c.Rank()], err = farm(ctx, c, items)
+				results[c.Rank()], stats[c.Rank()], dids[c.Rank()], masters[c.Rank()], err = farmWith(ctx, c, items, runtime.WorkOptions{PerMaster: tc.perMaster})
 				return err
 			})
 			total := 0
@@ -69,6 +82,9 @@ func TestWorkQueue(t *testing.T) {
 					t.Fatalf("rank %d: %v", r, err)
 				}
 				total += dids[r]
+				if masters[r] != tc.masters {
+					t.Fatalf("rank %d: %d masters, want %d", r, masters[r], tc.masters)
+				}
 				if len(results[r]) != len(items) {
 					t.Fatalf("rank %d: %d results, want %d", r, len(results[r]), len(items))
 				}
@@ -117,13 +133,18 @@ func TestWorkQueueItemsDiffer(t *testing.T) {
 	}
 }
 
-// TestWorkQueueBadCalls: a done for a task this rank does not hold, a
-// second done, a result over the limit and results before the end are
-// H1616, and the queue goes on to its end.
+// TestWorkQueueBadCalls: ranks a master out of range, a done for a task
+// this rank does not hold, a second done, a result over the limit and
+// results before the end are H1616, and the queue goes on to its end.
 func TestWorkQueueBadCalls(t *testing.T) {
 	ctx := testCtx(t)
 	comms := newFixture(t, 2).initAll(ctx)
 	errs := each(comms, func(c *runtime.Comm) error {
+		for _, per := range []int{1, -3, 1<<20 + 1} {
+			if _, err := c.WorkQueueWith(ctx, "q", wqItems(6), runtime.WorkOptions{PerMaster: per}); codes.Of(err) != codes.OutOfRange || !strings.Contains(err.Error(), "ranks a master") {
+				return fmt.Errorf("%d ranks a master: %v, want H1616", per, err)
+			}
+		}
 		w, err := c.WorkQueue(ctx, "q", wqItems(6))
 		if err != nil {
 			return err
@@ -313,6 +334,117 @@ func TestWorkQueueLogUnwritable(t *testing.T) {
 		e := codes.As(err)
 		if e == nil || (e.Code != codes.CheckpointStorage && (e.Cause == nil || e.Cause.Code != codes.CheckpointStorage)) {
 			t.Fatalf("rank %d: %v, want the job ended by H1625", r, err)
+		}
+	}
+}
+
+// TestWorkQueueManyMastersOnDisk: with several masters under a checkpoint
+// directory, rank 0 writes every master's records: a process that forgot
+// the queue (as after a launcher restart) starts it again with every item
+// published from the file alone, and leases nothing.
+func TestWorkQueueManyMastersOnDisk(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 6)
+	f.spec.CheckpointDir = t.TempDir()
+	comms := f.initAll(ctx)
+	items := wqItems(61)
+	opt := runtime.WorkOptions{PerMaster: 2}
+	first := make([]runtime.WorkStats, len(comms))
+	for r, err := range each(comms, func(c *runtime.Comm) error {
+		var err error
+		_, first[c.Rank()], _, _, err = farmWith(ctx, c, items, opt)
+		return err
+	}) {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for _, c := range comms {
+		runtime.DropQueuesForTest(c)
+	}
+	stats := make([]runtime.WorkStats, len(comms))
+	dids := make([]int, len(comms))
+	errs := each(comms, func(c *runtime.Comm) error {
+		var err error
+		_, stats[c.Rank()], dids[c.Rank()], _, err = farmWith(ctx, c, items, opt)
+		return err
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d, again: %v", r, err)
+		}
+		if st := stats[r]; dids[r] != 0 || st.Published != 61 || st.Executed != 61 || !maps.Equal(st.ByRank, first[0].ByRank) {
+			t.Fatalf("rank %d, again: computed %d, stats %+v; want every item published from the file, by the ranks of the first run %v", r, dids[r], st, first[0].ByRank)
+		}
+	}
+}
+
+// TestWorkQueueForgedDiskRecord: with several masters, a rank that is no
+// master sends rank 0 a record for the log on disk: H1627 names it.
+func TestWorkQueueForgedDiskRecord(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 4)
+	f.spec.CheckpointDir = t.TempDir()
+	comms := f.initAll(ctx)
+	errs := each(comms, func(c *runtime.Comm) error {
+		w, err := c.WorkQueueWith(ctx, "q", wqItems(40), runtime.WorkOptions{PerMaster: 2})
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 3 { // the buddy of group 1 (ranks 2 and 3)
+			if err := runtime.ForgeDiskRecordForTest(ctx, w, 1, []byte("forged")); err != nil {
+				return err
+			}
+			_, err := c.Recv(ctx, 0, 99) // nothing sends it: the job's end
+			return err
+		}
+		return drain(ctx, w)
+	})
+	wantCode(t, "rank 0", errs[0], codes.ProtocolViolation)
+	if !strings.Contains(errs[0].Error(), "protocol violation by rank 3") || !strings.Contains(errs[0].Error(), "which only a master sends") {
+		t.Fatalf("rank 0: %q does not name rank 3 for its record", errs[0])
+	}
+}
+
+// TestWorkQueueForgedRecord: a master that sends, at the queue's end, a
+// log record naming an honest slot for an execution it never made (a
+// fence never given, a result it never gave) is named by that slot
+// (H1627): each rank audits the records that name it.
+func TestWorkQueueForgedRecord(t *testing.T) {
+	ctx := testCtx(t)
+	comms := newFixture(t, 4).initAll(ctx)
+	errs := each(comms, func(c *runtime.Comm) error {
+		w, err := c.WorkQueueWith(ctx, "q", wqItems(40), runtime.WorkOptions{PerMaster: 2})
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 2 { // the master of group 1 (ranks 2 and 3)
+			runtime.ForgeRecordForTest(w, 1, 3, 999, []byte("forged"))
+		}
+		return drain(ctx, w)
+	})
+	wantCode(t, "rank 3", errs[3], codes.ProtocolViolation)
+	if !strings.Contains(errs[3].Error(), "protocol violation by rank 2") || !strings.Contains(errs[3].Error(), "which never gave that result") {
+		t.Fatalf("rank 3: %q does not name rank 2 for the record", errs[3])
+	}
+	// The others ended with the job, or finished the queue before the
+	// end reached them (the forged execution is of no published item).
+	for _, r := range []int{0, 1, 2} {
+		if e := codes.As(errs[r]); errs[r] != nil && (e == nil || (e.Code != codes.JobEnded && e.Code != codes.ProtocolViolation)) {
+			t.Fatalf("rank %d: %v, want the job ended or the queue finished", r, errs[r])
+		}
+	}
+}
+
+// drain takes w's tasks to its end, each result "ok".
+func drain(ctx context.Context, w *runtime.WorkQueue) error {
+	for {
+		task, ok, err := w.Next(ctx)
+		if err != nil || !ok {
+			return err
+		}
+		if err := w.Done(ctx, task, []byte("ok")); err != nil {
+			return err
 		}
 	}
 }

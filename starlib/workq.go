@@ -46,7 +46,8 @@ func pendingErr(thread *starlark.Thread) error {
 func commWorkQueue(c *Comm, thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var name string
 	var list *starlark.List
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "items", &list); err != nil {
+	perMaster := runtime.DefaultPerMaster
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "items", &list, "per_master?", &perMaster); err != nil {
 		return nil, err
 	}
 	items := make([][]byte, list.Len())
@@ -59,7 +60,7 @@ func commWorkQueue(c *Comm, thread *starlark.Thread, b *starlark.Builtin, args s
 		}
 		items[i] = []byte(s)
 	}
-	w, err := c.c.WorkQueue(c.ctx, name, items)
+	w, err := c.c.WorkQueueWith(c.ctx, name, items, runtime.WorkOptions{PerMaster: perMaster})
 	if err != nil {
 		return nil, err
 	}

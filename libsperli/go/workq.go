@@ -126,3 +126,16 @@ func sperligo_work_stats(qi C.long, out *C.int64_t) {
 	o := unsafe.Slice(out, 5)
 	o[0], o[1], o[2], o[3], o[4] = C.int64_t(st.Items), C.int64_t(st.Published), C.int64_t(st.Executed), C.int64_t(st.Duplicates), C.int64_t(st.Generations)
 }
+
+// sperligo_work_by_rank is the executions the queue's log holds of slot
+// slot, or -1 when the job has no such slot.
+//
+//export sperligo_work_by_rank
+func sperligo_work_by_rank(qi C.long, slot C.int64_t) C.int64_t {
+	defer guard()
+	st := need().queue(qi).w.Stats()
+	if slot < 0 || int64(slot) >= int64(st.Slots) {
+		return -1
+	}
+	return C.int64_t(st.ByRank[int(slot)])
+}

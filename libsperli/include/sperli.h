@@ -1150,6 +1150,16 @@ int sperli_work_result(sperli_work wq, int64_t id, size_t *len);
  */
 int sperli_work_stats(sperli_work wq, sperli_work_statistics *st);
 
+/*
+ * sperli_work_by_rank — the executions the queue's log holds of the slot
+ * slot (stats' by_rank in Starlark: a slot is the rank's place in the job,
+ * the rank itself in generation 0), from the log as this rank holds it.
+ *
+ * Returns 0, SPERLI_E_HANDLE, SPERLI_E_NULL (executed NULL),
+ * SPERLI_E_COUNT (slot below 0 or past the job's slots).
+ */
+int sperli_work_by_rank(sperli_work wq, int64_t slot, int64_t *executed);
+
 /* ------------------------------------------------------------------------
  * Failure detection, abort, finish (SPEC §7)
  */

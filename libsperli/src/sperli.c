@@ -1383,3 +1383,15 @@ int sperli_work_stats(sperli_work wq, sperli_work_statistics *st) {
     *st = (sperli_work_statistics){v[0], v[1], v[2], v[3], v[4]};
     return leave(0);
 }
+
+int sperli_work_by_rank(sperli_work wq, int64_t slot, int64_t *executed) {
+    static const char fn[] = "sperli_work_by_rank";
+    int rc;
+    struct work *w;
+    if ((rc = enter()) != 0) return rc;
+    if ((rc = check_work(wq, fn, &w)) || (rc = check_null(executed, fn, "executed"))) return leave(rc);
+    int64_t n = sperligo_work_by_rank((long)(w - works), slot);
+    if (n < 0) return leave(fail(SPERLI_E_COUNT, fn, "slot %lld, the job has no such slot", (long long)slot));
+    *executed = n;
+    return leave(0);
+}

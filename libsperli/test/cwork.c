@@ -88,6 +88,18 @@ int main(int argc, char **argv) {
     want(sperli_work_stats(wq, NULL), SPERLI_E_NULL);
     if ((rc = sperli_work_stats(wq, &st)) != 0) return end(s, rc);
     want(sperli_work_result(wq, n, &len), SPERLI_E_COUNT);
+    /* by_rank: every execution is some slot's, and no slot past the job's. */
+    int64_t ranks = 0, sum = 0, by = 0;
+    want(sperli_work_by_rank(wq, 0, NULL), SPERLI_E_NULL);
+    want(sperli_work_by_rank(wq, -1, &by), SPERLI_E_COUNT);
+    for (int64_t slot = 0;; slot++) {
+        rc = sperli_work_by_rank(wq, slot, &by);
+        if (rc == SPERLI_E_COUNT) break;
+        if (rc != 0) return end(s, rc);
+        sum += by;
+        ranks += by > 0;
+    }
+    if (sum != st.executed) return end(s, 1);
     if (rank == 0) {
         for (long i = 0; i < n; i++) {
             char r[32] = {0};
@@ -95,8 +107,8 @@ int main(int argc, char **argv) {
             if (len >= sizeof r || (rc = sperli_result(s, r, sizeof r - 1, &len)) != 0) return end(s, rc ? rc : 1);
             printf("item %ld %s\n", i, r);
         }
-        printf("stats items=%" PRId64 " published=%" PRId64 " executed=%" PRId64 " duplicates=%" PRId64 " generations=%" PRId64 " ranks=0\n",
-               st.items, st.published, st.executed, st.duplicates, st.generations);
+        printf("stats items=%" PRId64 " published=%" PRId64 " executed=%" PRId64 " duplicates=%" PRId64 " generations=%" PRId64 " ranks=%" PRId64 "\n",
+               st.items, st.published, st.executed, st.duplicates, st.generations, ranks);
     }
     free(text);
     free(items);

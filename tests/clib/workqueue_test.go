@@ -11,7 +11,7 @@ import (
 
 var (
 	workItemRE  = regexp.MustCompile(`(?m)^(?:\[rank \d+\] )?item (\d+) (\d+)$`)
-	workStatsRE = regexp.MustCompile(`(?m)^(?:\[rank \d+\] )?stats items=(\d+) published=(\d+) executed=(\d+) duplicates=(\d+) generations=1 ranks=\d+$`)
+	workStatsRE = regexp.MustCompile(`(?m)^(?:\[rank \d+\] )?stats items=(\d+) published=(\d+) executed=(\d+) duplicates=(\d+) generations=1 ranks=(\d+)$`)
 )
 
 // wantWork checks a queue's output: every item of n once with
@@ -31,6 +31,10 @@ func wantWork(t *testing.T, out string, n int) {
 	st := workStatsRE.FindStringSubmatch(out)
 	if len(seen) != n || st == nil || st[1] != strconv.Itoa(n) || st[2] != strconv.Itoa(n) {
 		t.Fatalf("%d items printed, stats %q; want %d, all published\n%s", len(seen), st, n, out)
+	}
+	// by_rank: the slots that executed an item, one to the job's three.
+	if k, _ := strconv.Atoi(st[5]); k < 1 || k > 3 {
+		t.Fatalf("stats %q: %d ranks executed items, want 1 to 3\n%s", st, k, out)
 	}
 }
 

@@ -57,9 +57,12 @@ func wqOracle(t *testing.T, out string, n, gens int) {
 // TestWorkQueueScenarios: the four scenarios of the F446 study and a few
 // more, on a farm of 200 items in the work queue, each checked by the
 // oracle. With spares the job recovers in place; without, the program
-// shrinks (set_on_loss("return")). A rank dies as it gives its fifth
+// shrinks (set_on_loss("return")). A rank dies as it gives its first
 // result (work-done-1, before the master has it), so its lease is leased
-// again.
+// again. With 2 ranks a master the 8 ranks have 4 masters (slots 0, 2, 4,
+// 6, their buddies the next slots), and the lost master's shard goes on
+// from its buddy's log; with 8 items every item is leased when the loss
+// comes (the last lease is among the lost ones).
 func TestWorkQueueScenarios(t *testing.T) {
 	prog := filepath.Join(root, "tests", "elastic", "testdata", "wq.star")
 	for _, tc := range []struct {
@@ -67,22 +70,31 @@ func TestWorkQueueScenarios(t *testing.T) {
 		spares         int
 		mode           string
 		gens           int
+		items          int
+		perMaster      int
 	}{
-		{"no loss", "", 0, "inplace", 1},
-		{"multi-worker loss", "0:2@work-done-1", 0, "shrink", 2},
-		{"original-root loss", "0:0@work-done-1", 0, "shrink", 2},
-		{"the buddy's loss", "0:1@work-done-1", 0, "shrink", 2},
-		{"warm-spare promotion", "0:2@work-done-1", 2, "inplace", 2},
-		{"root replaced by a spare", "0:0@work-done-1", 2, "inplace", 2},
-		{"continuous", "0:2@work-done-1,1:3@work-done-1", 2, "inplace", 3},
-		{"two losses", "0:2@work-done-1,0:5@work-done-1,1:5@work-done-1", 0, "shrink", 2},
+		{"no loss", "", 0, "inplace", 1, 200, 64},
+		{"multi-worker loss", "0:2@work-done-1", 0, "shrink", 2, 200, 64},
+		{"original-root loss", "0:0@work-done-1", 0, "shrink", 2, 200, 64},
+		{"the buddy's loss", "0:1@work-done-1", 0, "shrink", 2, 200, 64},
+		{"warm-spare promotion", "0:2@work-done-1", 2, "inplace", 2, 200, 64},
+		{"root replaced by a spare", "0:0@work-done-1", 2, "inplace", 2, 200, 64},
+		{"continuous", "0:2@work-done-1,1:3@work-done-1", 2, "inplace", 3, 200, 64},
+		{"two losses", "0:2@work-done-1,0:5@work-done-1,1:5@work-done-1", 0, "shrink", 2, 200, 64},
+		{"every item leased, shrink", "0:5@work-done-1", 0, "shrink", 2, 8, 64},
+		{"every item leased, spare", "0:5@work-done-1", 1, "inplace", 2, 8, 64},
+		{"many masters, no loss", "", 0, "inplace", 1, 200, 2},
+		{"many masters, a master lost", "0:2@work-done-1", 0, "shrink", 2, 200, 2},
+		{"many masters, a master's buddy lost", "0:3@work-done-1", 0, "shrink", 2, 200, 2},
+		{"many masters, a master and rank 0 lost", "0:0@work-done-1,0:4@work-done-1", 0, "shrink", 2, 200, 2},
+		{"many masters, a master replaced by a spare", "0:2@work-done-1", 2, "inplace", 2, 200, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, _ := run(t, tc.schedule, "-n", "8", "--spares", fmt.Sprint(tc.spares), "--silence", "1000", prog, "200", tc.mode)
+			r, _ := run(t, tc.schedule, "-n", "8", "--spares", fmt.Sprint(tc.spares), "--silence", "1000", prog, fmt.Sprint(tc.items), tc.mode, fmt.Sprint(tc.perMaster))
 			if r.Code != 0 {
 				t.Fatalf("exit %d\n%v", r.Code, r)
 			}
-			wqOracle(t, r.Stdout, 200, tc.gens)
+			wqOracle(t, r.Stdout, tc.items, tc.gens)
 			if tc.schedule != "" && !lossSaid.MatchString(r.Stderr) {
 				t.Fatalf("no generation said a rank was lost\n%v", r)
 			}
@@ -96,17 +108,21 @@ func TestWorkQueueScenarios(t *testing.T) {
 // item published once.
 func TestWorkQueueRestart(t *testing.T) {
 	prog := filepath.Join(root, "tests", "elastic", "testdata", "wq.star")
-	r, work := run(t, "0:2@work-done-8", "-n", "8", "--silence", "1000", "--checkpoint-dir", "ckpt", prog, "200", "inplace")
-	if r.Code != 0 {
-		t.Fatalf("exit %d\n%v", r.Code, r)
-	}
-	if !strings.Contains(r.Stderr, "restart 1 of") {
-		t.Fatalf("the job was not restarted\n%v", r)
-	}
-	wqOracle(t, r.Stdout, 200, 2)
-	logs, _ := filepath.Glob(filepath.Join(work, "ckpt", "*", "queues", "*.wq"))
-	if len(logs) != 1 {
-		t.Fatalf("%d queue logs under the checkpoint directory, want 1", len(logs))
+	for _, perMaster := range []string{"64", "2"} {
+		t.Run(perMaster+" a master", func(t *testing.T) {
+			r, work := run(t, "0:2@work-done-8", "-n", "8", "--silence", "1000", "--checkpoint-dir", "ckpt", prog, "200", "inplace", perMaster)
+			if r.Code != 0 {
+				t.Fatalf("exit %d\n%v", r.Code, r)
+			}
+			if !strings.Contains(r.Stderr, "restart 1 of") {
+				t.Fatalf("the job was not restarted\n%v", r)
+			}
+			wqOracle(t, r.Stdout, 200, 2)
+			logs, _ := filepath.Glob(filepath.Join(work, "ckpt", "*", "queues", "*.wq"))
+			if len(logs) != 1 {
+				t.Fatalf("%d queue logs under the checkpoint directory, want 1", len(logs))
+			}
+		})
 	}
 }
 
@@ -114,7 +130,8 @@ func TestWorkQueueRestart(t *testing.T) {
 // ranks, with spares (in place) or without (the program shrinks), one to
 // three slots lost (rank 0 among them at times), each as it gives its
 // first to third result, or restarted by the launcher with a checkpoint
-// directory — checked by the same oracle. WQ_PROPERTY_RUNS sets the
+// directory, with one master or several (2 or 3 ranks a master) — checked
+// by the same oracle. WQ_PROPERTY_RUNS sets the
 // number of runs (make fuzz runs more), PROPERTY_SEED the first seed.
 func TestWorkQueueProperty(t *testing.T) {
 	runs, first := propertyRuns(t, "WQ_PROPERTY_RUNS", 8)
@@ -131,6 +148,7 @@ func TestWorkQueueProperty(t *testing.T) {
 		case 1:
 			mode, restart = "inplace", true
 		}
+		perMaster := []int{2, 3, 64}[rng.Intn(3)]
 		lost := 1 + rng.Intn(3)
 		if restart || 2*lost >= n { // a majority must live (SPEC §10.2)
 			lost = 1
@@ -146,9 +164,9 @@ func TestWorkQueueProperty(t *testing.T) {
 		if spares > 0 && lost > spares {
 			lost = spares // in place while spares last; the schedule may kill more, then the job ends
 		}
-		name := fmt.Sprintf("seed %d: %d ranks + %d spares, %s, restart %v, %s", seed, n, spares, mode, restart, strings.Join(sched, ","))
+		name := fmt.Sprintf("seed %d: %d ranks + %d spares, %s, restart %v, %d a master, %s", seed, n, spares, mode, restart, perMaster, strings.Join(sched, ","))
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			r, _ := run(t, strings.Join(sched, ","), append(args, prog, "300", mode)...)
+			r, _ := run(t, strings.Join(sched, ","), append(args, prog, "300", mode, fmt.Sprint(perMaster))...)
 			if spares > 0 && len(sched) > spares && r.Code == 75 {
 				return // more losses than spares and no checkpoint directory: the job ends (exit 75), as documented
 			}
