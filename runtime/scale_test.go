@@ -221,3 +221,33 @@ func waitLinked(t *testing.T, ctx context.Context, c *runtime.Comm, s int) {
 		}
 	}
 }
+
+// TestRevokeOverTheTree: a revoke in a job of 64 ranks reaches every rank
+// over the tree and the ring (SPEC §18, news for all): every pending
+// receive ends with H1626, and no rank gains a link (sent to every rank
+// at once, it made a link from every rank to every other).
+func TestRevokeOverTheTree(t *testing.T) {
+	ctx := testCtx(t)
+	const n = 64
+	comms := newFixture(t, n).initAll(ctx)
+	for _, c := range comms {
+		c.SetOnLoss(runtime.LossReturn)
+	}
+	errs := each(comms, func(c *runtime.Comm) error {
+		if c.Rank() == 37 {
+			return c.Revoke()
+		}
+		_, err := c.Recv(ctx, (c.Rank()+1)%n, 9) // never sent: only the revoke ends it
+		return err
+	})
+	for r, err := range errs {
+		if r != 37 && codes.Of(err) != codes.Revoked {
+			t.Fatalf("rank %d: pending recv = %v, want H1626", r, err)
+		}
+	}
+	for r, c := range comms {
+		if got, want := runtime.LinkedForTest(c), topo.Neighbours(n, r, nil); !slices.Equal(got, want) {
+			t.Fatalf("rank %d after the revoke has links to %v, want still its tree and ring %v", r, got, want)
+		}
+	}
+}

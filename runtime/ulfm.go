@@ -10,6 +10,7 @@ import (
 	"sperli/codes"
 	"sperli/elastic"
 	"sperli/record"
+	"sperli/runtime/topo"
 	"sperli/wire"
 )
 
@@ -160,11 +161,47 @@ func (c *Comm) revoke(from int) {
 		close(op.done)
 	}
 	c.coll.wake(nil)
-	for r := 0; r < c.size; r++ {
+	payload := binary.BigEndian.AppendUint32(nil, c.ctxID)
+	for _, r := range c.revokeTo() {
 		if p := c.linkAt(r); p != nil && c.worldRank(r) != from && !p.Gone() {
-			p.ControlOf(c.inc, wire.Revoke, binary.BigEndian.AppendUint32(nil, c.ctxID))
+			p.ControlOf(c.inc, wire.Revoke, payload)
 		}
 	}
+}
+
+// revokeTo is the ranks of c a revoke goes to from this rank (SPEC §18,
+// news for all): the tree and the ring of c's ranks (runtime/topo),
+// healed around the ranks this slot knows lost, and every rank of c it
+// has a link to already. Every rank that learns of the revoke first passes
+// it on the same way, so it reaches every live rank of c over a few links
+// each; to every rank at once, a revoke after a shrink made a link to
+// every other rank (a handshake each) where the collectives need a few.
+func (c *Comm) revokeTo() []int {
+	if c.rank < 0 || c.size <= 2 {
+		all := make([]int, c.size)
+		for r := range all {
+			all[r] = r
+		}
+		return all
+	}
+	slots := make([]int, c.size)
+	for r := range slots {
+		slots[r] = -1
+		if w := c.worldRank(r); w >= 0 && w < len(c.ranks) {
+			slots[r] = c.ranks[w]
+		}
+	}
+	lost := func(r int) bool { return slots[r] < 0 || c.links.knownLost(slots[r]) }
+	to := topo.Neighbours(c.size, c.rank, lost)
+	for r, s := range slots {
+		if s < 0 || r == c.rank || slices.Contains(to, r) {
+			continue
+		}
+		if p := c.links.peer(s); p != nil && p.Attached() && !p.Gone() {
+			to = append(to, r)
+		}
+	}
+	return to
 }
 
 // revokeIn takes a revoke frame from job rank from.
