@@ -25,6 +25,7 @@ import (
 	"sperli/job"
 	"sperli/memnet"
 	"sperli/runtime"
+	"sperli/runtime/mesh"
 	"sperli/runtime/topo"
 )
 
@@ -288,6 +289,13 @@ func simulateIn(t *testing.T, n int) simResult {
 	mn := memnet.New()
 	mn.Latency = simLatency
 	mn.Buffer = 256 << 10
+	if kb, err := strconv.Atoi(os.Getenv("SPERLI_SIM_BUF_KIB")); err == nil && kb > 0 {
+		// The links' read and write buffers (mesh.BufSize): smaller ones
+		// let more slots fit in one process (docs/scale.md).
+		old := mesh.BufSize
+		mesh.BufSize = kb << 10
+		t.Cleanup(func() { mesh.BufSize = old })
+	}
 	id, err := job.NewIdentity()
 	if err != nil {
 		t.Fatal(err)

@@ -39,8 +39,10 @@ const (
 // record's plaintext (at most 16 KiB), so that a read from TLS fills it
 // and small frames go out a record at a time; a larger frame passes by
 // both buffers. 64 KiB measured no faster and cost a rank of a thousand
-// 1.6 MiB of heap for its 13 links (docs/scale.md).
-const BufSize = 16 << 10
+// 1.6 MiB of heap for its 13 links (docs/scale.md). A variable only so
+// that the simulation of many slots in one process can make it smaller
+// (runtime/sim_test.go); nothing else sets it.
+var BufSize = 16 << 10
 
 // FrameCost is the credit a frame of an n-byte payload consumes.
 func FrameCost(n int) int64 { return int64(n) + frameOverhead }
