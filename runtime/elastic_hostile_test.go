@@ -13,12 +13,14 @@ import (
 	"sperli/codes"
 	"sperli/elastic"
 	"sperli/runtime"
+	"sperli/wire"
 )
 
 // Frame types of docs/protocol.md §2.3 added for elastic recovery.
 const (
 	tAgree  = 11
 	tRevoke = 12
+	tLost   = 13
 )
 
 // TestHostileAgreeFrames: agreement messages that an honest slot never
@@ -318,4 +320,58 @@ func TestMalformedFrameBetweenGenerations(t *testing.T) {
 			t.Fatalf("slot %d: %q does not say which frame was refused", x, err)
 		}
 	}
+}
+
+// TestOneLiarCannotSendASlotAway: a lost frame naming its receiver says
+// the others declared it lost; one slot's word is a claim, not proof
+// (protocol.md §6.2). Slot 1 tells live slot 2 so, in a job whose program
+// manages its losses, and slot 2 does not leave: the liar is named
+// (H1627) — at its next frame when it goes on talking, or twice the
+// silence limit after it closed its link when no other slot confirmed
+// the news. When two slots close their links with that news, slot 2
+// believes it and ends with H1611.
+func TestOneLiarCannotSendASlotAway(t *testing.T) {
+	lie := rawFrame{Type: tLost, Payload: wire.AppendReason(nil, wire.Reason{Code: codes.PeerLost, Cause: codes.CauseLost, Rank: 2, Msg: "a lie"})}
+	start := func(t *testing.T, ctx context.Context) []*runtime.Comm {
+		f := newFixture(t, 4)
+		f.spec.SilenceMS = 200
+		comms := f.initAll(ctx)
+		for _, c := range comms {
+			if err := c.SetOnLoss(runtime.LossReturn); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return comms
+	}
+	t.Run("and goes on talking", func(t *testing.T) {
+		ctx := testCtx(t)
+		comms := start(t, ctx)
+		newHostile(t, comms[1]).write(2, lie, rawFrame{Type: tHeartbeat})
+		wantViolationBy(t, ctx, comms[2], comms[1], "slot 1: it told slot 2 that the others had declared it lost, then sent a heartbeat frame")
+	})
+	t.Run("and closes its link", func(t *testing.T) {
+		ctx := testCtx(t)
+		comms := start(t, ctx)
+		newHostile(t, comms[1]).write(2, lie)
+		runtime.CloseLinkForTest(comms[1], 2)
+		_, err := comms[2].Recv(ctx, 0, 99)
+		wantCode(t, "slot 2", err, codes.ProtocolViolation)
+		if !strings.Contains(err.Error(), "protocol violation by slot 1: it told slot 2 that the others had declared it lost and closed its link") {
+			t.Fatalf("slot 2's error %q does not name slot 1 for its news", err)
+		}
+		if f := comms[2].Failed(); len(f) != 0 {
+			t.Fatalf("slot 2 took slots %v for lost", f)
+		}
+	})
+	t.Run("told by two", func(t *testing.T) {
+		ctx := testCtx(t)
+		comms := start(t, ctx)
+		runtime.DropForTest(comms[1], 2)
+		runtime.DropForTest(comms[3], 2)
+		_, err := comms[2].Recv(ctx, 0, 99)
+		wantCode(t, "slot 2", err, codes.PeerLost)
+		if !strings.Contains(err.Error(), "slot 2 was declared lost by the others") {
+			t.Fatalf("slot 2's error %q does not say it was declared lost", err)
+		}
+	})
 }

@@ -206,3 +206,16 @@ func StopForTest(c *Comm) {
 	<-c.recDone
 	c.stopRec = make(chan struct{})
 }
+
+// DropForTest closes c's link to slot as a slot that knows slot lost
+// does (news.go, drop): a lost frame naming it is the link's last frame.
+// Test only.
+func DropForTest(c *Comm, slot int) {
+	linkedForTest(c, slot)
+	c.links.drop(slot, "dropped by the test")
+}
+
+// CloseLinkForTest closes c's link to slot, with nothing said. Test only.
+func CloseLinkForTest(c *Comm, slot int) {
+	linkedForTest(c, slot).Close()
+}

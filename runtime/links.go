@@ -61,6 +61,10 @@ type links struct {
 	// whom and when (news.go); under knownMu.
 	knownMu sync.Mutex
 	known   map[int]knownLoss
+	// left: the slots that told this one the others had declared it lost
+	// and closed their links (news.go, toldLeft), and when each link
+	// ended (zero while open); under knownMu.
+	left map[int]time.Time
 
 	silenceMS  atomic.Int64 // this slot's silence limit
 	stalledMS  atomic.Int64 // how long this process last did not run (the detector's stall), 0 if never
@@ -155,6 +159,7 @@ type peer struct {
 	rank     int // the peer's slot
 	l        *links
 	finished atomic.Bool // its program finished (a fin frame, or its bye): no more data comes
+	toldLeft atomic.Bool // it told this slot the others declared it lost: its last frame (news.go)
 
 	fmu    sync.Mutex
 	future []heldFrame
@@ -168,7 +173,13 @@ func newPeer(l *links, slot int) *peer {
 }
 
 func (p *peer) Arrive(h wire.Header, payload []byte) error { return p.l.arrive(p, h, payload) }
-func (p *peer) Lost(why string)                            { p.l.lost(p.rank, why) }
+func (p *peer) Lost(why string) {
+	if p.toldLeft.Load() {
+		p.l.leftEnded(p.rank) // it closed the link after saying why: not a loss of it
+		return
+	}
+	p.l.lost(p.rank, why)
+}
 func (p *peer) Refused(err error) {
 	if c := p.l.cur.Load(); c.recovering.Load() {
 		// Between generations the communicator has ended already: the
@@ -213,6 +224,9 @@ const maxHeldControl = 64
 // the others by their generation — dropped when older than this slot's,
 // kept when newer, dispatched to the generation's communicator when equal.
 func (l *links) arrive(p *peer, h wire.Header, payload []byte) error {
+	if p.toldLeft.Load() {
+		return slotViolation(p.rank, "it told slot %d that the others had declared it lost, then sent a %s frame: that news is the last frame of an honest link", l.self, h.Type)
+	}
 	switch h.Type {
 	case wire.Heartbeat:
 		return nil
@@ -457,6 +471,7 @@ func (l *links) monitor() {
 		for _, x := range lost {
 			l.lost(x.rank, x.why)
 		}
+		l.checkLeft(silence)
 	}
 }
 

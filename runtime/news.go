@@ -104,7 +104,10 @@ func (l *links) lostIn(from int, payload []byte) error {
 		return slotViolation(from, "it sent the news of a loss of slot %d with cause %v (job of %d slots)", slot, r.Cause, l.slots)
 	}
 	if slot == l.self {
-		l.declaredLost(from, r.Msg)
+		if p := l.peer(from); p != nil {
+			p.toldLeft.Store(true)
+		}
+		l.toldLeft(from, r.Msg)
 		return nil
 	}
 	if l.knownLost(slot) || l.knownLost(from) {
@@ -118,6 +121,93 @@ func (l *links) lostIn(from int, payload []byte) error {
 	}
 	l.lostFrom(slot, r.Msg, from)
 	return nil
+}
+
+// Told it was left. A slot the others declared lost — silent past their
+// limit because it was stopped, starved or cut off — may run and read
+// again; every slot with a link to it then closes that link with a lost
+// frame naming it as the link's last frame (drop). One such frame is a
+// claim, not proof: a slot that lies could send a live slot away with it.
+// This slot believes it when it did not run for a while itself (its
+// detector saw the stall), when two slots said so, or when every link it
+// had has ended; until then it goes on. A slot that sends anything after
+// that frame lies (arrive), and one whose link ended after it while no
+// other slot confirmed it within twice the silence limit, while the
+// others still talk to this slot, lied too (checkLeft): H1627 names it.
+
+// toldLeft takes slot from's word that the others declared this slot lost.
+func (l *links) toldLeft(from int, why string) {
+	l.knownMu.Lock()
+	if l.left == nil {
+		l.left = map[int]time.Time{}
+	}
+	if _, ok := l.left[from]; !ok {
+		l.left[from] = time.Time{}
+	}
+	l.knownMu.Unlock()
+	l.judgeLeft(from, why)
+}
+
+// leftEnded records that the link of a slot that told this one it was
+// left has ended.
+func (l *links) leftEnded(from int) {
+	l.knownMu.Lock()
+	if at, ok := l.left[from]; ok && at.IsZero() {
+		l.left[from] = l.now()
+	}
+	l.knownMu.Unlock()
+	l.judgeLeft(from, "")
+}
+
+// judgeLeft ends this slot if the word that it was left is believed.
+func (l *links) judgeLeft(from int, why string) {
+	l.knownMu.Lock()
+	tellers := len(l.left)
+	l.knownMu.Unlock()
+	if tellers == 0 || l.outcast.Load() {
+		return
+	}
+	alone := true
+	for _, p := range l.peerList() {
+		if !p.toldLeft.Load() && p.Attached() && !p.Gone() {
+			alone = false
+			break
+		}
+	}
+	if l.stalledMS.Load() > 0 || tellers >= 2 || alone {
+		if why == "" {
+			why = "it closed its link"
+		}
+		l.declaredLost(from, why)
+	}
+}
+
+// checkLeft names a slot that said this one was left, closed its link,
+// and was not confirmed within twice the silence limit (monitor).
+func (l *links) checkLeft(silence time.Duration) {
+	if l.outcast.Load() {
+		return
+	}
+	l.knownMu.Lock()
+	liar := -1
+	if len(l.left) == 1 {
+		for s, at := range l.left {
+			if !at.IsZero() && l.now().Sub(at) > 2*silence {
+				liar = s
+			}
+		}
+	}
+	l.knownMu.Unlock()
+	if liar < 0 {
+		return
+	}
+	l.judgeLeft(liar, "")
+	if l.outcast.Load() {
+		return
+	}
+	if p := l.peer(liar); p != nil {
+		p.Refuse(slotViolation(liar, "it told slot %d that the others had declared it lost and closed its link, and in %v no other slot did so while they went on talking to it", l.self, 2*silence))
+	}
 }
 
 // hears reports whether p was heard from within half this slot's silence

@@ -89,9 +89,11 @@ type Peer struct {
 	direct     int        // direct writes under way
 	writerData int        // ordered frames the writer took and is writing
 	werr       error      // the first write error
+	last       *Frame     // CloseTelling's frame: written after every other, and nothing after it
 
-	wmu  sync.Mutex // guards bw, cork and the connection's write side
-	bw   *bufio.Writer
+	wmu      sync.Mutex // guards bw, cork and the connection's write side
+	lastSent bool       // last was written: nothing more is (wmu)
+	bw       *bufio.Writer
 	cork *corkConn // below TLS, or nil
 	hb   [wire.HeaderSize]byte
 
@@ -348,7 +350,7 @@ func (p *Peer) Control(t wire.Type, payload []byte) { p.ControlOf(p.up.Gen(), t,
 func (p *Peer) ControlOf(gen uint32, t wire.Type, payload []byte) {
 	f := &Frame{H: wire.Header{Type: t, Incarnation: gen, Length: uint32(len(payload))}, Payload: payload}
 	p.qmu.Lock()
-	if len(p.ctlq) < 1024 { // a stuck connection drops control frames; silence then tells
+	if p.last == nil && len(p.ctlq) < 1024 { // a stuck connection drops control frames; silence then tells
 		p.ctlq = append(p.ctlq, f)
 	}
 	p.qmu.Unlock()
@@ -364,6 +366,10 @@ func (p *Peer) Final(t wire.Type, payload []byte) {
 	f := &Frame{H: wire.Header{Type: t, Incarnation: p.up.Gen(), Length: uint32(len(payload))}, Payload: payload}
 	var dropped []*Frame
 	p.qmu.Lock()
+	if p.last != nil {
+		p.qmu.Unlock()
+		return
+	}
 	credit := p.credit
 	for i, q := range p.pending {
 		if credit < q.cost() {
@@ -428,14 +434,21 @@ func (p *Peer) sendAs(f *Frame, direct, wait bool) error {
 		p.qmu.Unlock()
 		return err
 	}
+	if p.last != nil {
+		p.qmu.Unlock()
+		return ErrLeft
+	}
 	if direct && p.attached.Load() && len(p.pending) == 0 && p.writerData == 0 && p.credit >= cost {
 		p.credit -= cost
 		p.direct++
 		p.qmu.Unlock()
 		p.wmu.Lock()
-		err := p.writeFrame(f)
-		if err == nil {
-			err = p.flush()
+		err := ErrLeft // the last frame went out before this one could
+		if !p.lastSent {
+			err = p.writeFrame(f)
+			if err == nil {
+				err = p.flush()
+			}
 		}
 		p.wmu.Unlock()
 		p.qmu.Lock()
@@ -595,7 +608,44 @@ func (p *Peer) writeLoop() {
 			}
 		}
 		if stopping {
+			p.writeLast()
 			return
+		}
+	}
+}
+
+// writeLast writes CloseTelling's frame, if any, after everything the
+// writer and the direct writers sent; no frame is written after it.
+func (p *Peer) writeLast() {
+	p.qmu.Lock()
+	f, err := p.last, p.werr
+	p.qmu.Unlock()
+	if f == nil {
+		return
+	}
+	p.wmu.Lock()
+	p.lastSent = true
+	if err == nil {
+		if err = p.writeFrame(f); err == nil {
+			err = p.flush()
+		}
+	}
+	p.wmu.Unlock()
+	// What credit held back is never written: its senders learn so.
+	p.qmu.Lock()
+	if p.werr == nil {
+		p.werr = ErrLeft
+		if err != nil {
+			p.werr = err
+		}
+	}
+	held := p.pending
+	p.pending = nil
+	p.qmu.Unlock()
+	for _, q := range held {
+		if q.Done != nil {
+			q.Err = ErrLeft
+			close(q.Done)
 		}
 	}
 }
@@ -861,14 +911,26 @@ func (p *Peer) Close() {
 	})
 }
 
-// CloseTelling queues the control frame t and closes the connection once
-// the writer has sent it (waiting at most wait), on a goroutine of its
-// own; the peer is gone at once.
+// CloseTelling closes the connection with the control frame t as the
+// last frame on it: after what was queued before (as far as credit lets
+// it out), and nothing after — later frames are dropped, later sends fail
+// with ErrLeft — so the peer may hold any frame that follows it for a
+// lie. The writer sends it and the connection closes (waiting at most
+// wait) on a goroutine of its own; the peer is gone at once.
 func (p *Peer) CloseTelling(t wire.Type, payload []byte, wait time.Duration) {
-	p.Control(t, payload)
+	f := &Frame{H: wire.Header{Type: t, Incarnation: p.up.Gen(), Length: uint32(len(payload))}, Payload: payload}
+	p.qmu.Lock()
+	if p.last == nil {
+		p.last = f
+	}
+	p.qmu.Unlock()
 	p.gone.Store(true)
 	go p.CloseGracefully(wait)
 }
+
+// ErrLeft is the write error of frames for a peer whose connection
+// CloseTelling ends: the peer was told it was left.
+var ErrLeft = errors.New("the connection is closing after its last frame")
 
 // ErrNoLink is the write error of frames queued for a peer whose
 // connection was never made.

@@ -37,6 +37,13 @@ func (s *fakeSink) told() {
 }
 
 func (s *fakeSink) Arrive(h wire.Header, payload []byte) error {
+	if h.Type == wire.Lost {
+		s.mu.Lock()
+		s.frames = append(s.frames, fmt.Sprintf("lost:%s", payload))
+		s.mu.Unlock()
+		s.told()
+		return nil
+	}
 	if h.Type != wire.Data {
 		return nil
 	}
@@ -144,6 +151,45 @@ func TestPeerOverASink(t *testing.T) {
 	sb2.waitFor(t, "the loss", func() bool { return len(sb2.losses) == 1 })
 	if got := sb2.losses[0]; got != "slot 0: connection closed without bye" {
 		t.Errorf("lost %q, want slot 0 closed without bye", got)
+	}
+}
+
+// TestCloseTellingIsLast: the frame CloseTelling sends is the last one
+// on the connection — after what was queued before it, and before
+// nothing, while other goroutines go on sending and heartbeating — and
+// sends after it fail with ErrLeft. (A slot takes any frame after that
+// one for a lie, runtime/news.go.)
+func TestCloseTellingIsLast(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		a, _, _, sb := sinkPair(t)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for g := 0; g < 3; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := 0; i < 200; i++ {
+					if err := a.Send(dataFrame(g, []byte{byte(i)}), i%3 == 0); errors.Is(err, ErrLeft) {
+						return
+					}
+					a.Control(wire.Heartbeat, nil)
+				}
+			}()
+		}
+		close(start)
+		a.CloseTelling(wire.Lost, []byte("you were left"), time.Second)
+		wg.Wait()
+		if err := a.Send(dataFrame(5, []byte("late")), false); !errors.Is(err, ErrLeft) {
+			t.Fatalf("a send after CloseTelling returned %v, want ErrLeft", err)
+		}
+		sb.waitFor(t, "the end of the connection", func() bool { return len(sb.losses) == 1 })
+		sb.mu.Lock()
+		frames := sb.frames
+		sb.mu.Unlock()
+		if n := len(frames); n == 0 || frames[n-1] != "lost:you were left" {
+			t.Fatalf("round %d: the last of %d frames is not the told one: %q", round, n, frames[max(0, n-3):])
+		}
 	}
 }
 
