@@ -94,8 +94,8 @@ type Peer struct {
 	wmu      sync.Mutex // guards bw, cork and the connection's write side
 	lastSent bool       // last was written: nothing more is (wmu)
 	bw       *bufio.Writer
-	cork *corkConn // below TLS, or nil
-	hb   [wire.HeaderSize]byte
+	cork     *corkConn // below TLS, or nil
+	hb       [wire.HeaderSize]byte
 
 	kick  chan struct{} // wakes the writer
 	rkick chan struct{} // wakes the reader goroutine out of its grace (ReadSoon)
