@@ -21,6 +21,7 @@ const (
 	tAgree  = 11
 	tRevoke = 12
 	tLost   = 13
+	tRelay  = 15
 )
 
 // TestHostileAgreeFrames: agreement messages that an honest slot never
@@ -374,4 +375,64 @@ func TestOneLiarCannotSendASlotAway(t *testing.T) {
 			t.Fatalf("slot 2's error %q does not say it was declared lost", err)
 		}
 	})
+}
+
+// TestHostileRelays: a relay frame carries another slot's agreement
+// message, signed by it, with its certificate (protocol.md §12.7). One
+// that does not check — signed by the relay itself in another's name, a
+// certificate of another slot or none, altered on the way, cut short, a
+// purpose no slot relays — ends the job with H1627 naming the link it
+// came on: the relay can neither forge nor alter a message.
+func TestHostileRelays(t *testing.T) {
+	report := append([]byte{0, 6, 0, 0, 0, 0, 1}, make([]byte, 18)...) // layout, a report for generation 1, nothing failed
+	relay := func(origin int, cert []byte, key ed25519.PrivateKey, inner []byte) []byte {
+		r := wire.Relayed{Origin: origin, Dest: 0, Hops: 8, Cert: cert, Inner: inner}
+		r.Sig = ed25519.Sign(key, r.Signed())
+		return wire.AppendRelayed(nil, r)
+	}
+	type slotKeys struct {
+		cert [3][]byte
+		key  [3]ed25519.PrivateKey
+	}
+	for _, tc := range []struct {
+		name string
+		make func(k slotKeys) []byte
+		says string
+	}{
+		{"signed by the relay in slot 2's name", func(k slotKeys) []byte { return relay(2, k.cert[2], k.key[1], report) },
+			"slot 1: it relayed a frame from slot 2 to slot 0 that is not slot 2's signature"},
+		{"slot 2's message with slot 1's certificate", func(k slotKeys) []byte { return relay(2, k.cert[1], k.key[1], report) },
+			"slot 1: it relayed a frame from slot 2"}, // (slot 0, linked to 2, knows its key: not its signature)
+		{"a certificate that is not one", func(k slotKeys) []byte { return relay(2, []byte("not a certificate"), k.key[1], report) },
+			"slot 1: it relayed a frame from slot 2"},
+		{"a purpose no slot relays", func(k slotKeys) []byte { return relay(1, k.cert[1], k.key[1], append([]byte{1}, report[1:]...)) },
+			"slot 1: it relayed a frame from slot 1 of purpose 1"},
+		{"altered on the way", func(k slotKeys) []byte {
+			b := relay(2, k.cert[2], k.key[2], report)
+			b[len(b)-1] ^= 1
+			return b
+		}, "slot 1: it relayed a frame from slot 2 to slot 0 that is not slot 2's signature"},
+		{"cut short", func(k slotKeys) []byte { return relay(2, k.cert[2], k.key[2], report)[:80] }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			f := newFixture(t, 3)
+			var k slotKeys
+			for s := range 3 {
+				j := f.job(s)
+				k.cert[s], k.key[s] = j.Cert, ed25519.NewKeyFromSeed(j.Key)
+			}
+			comms := f.initAll(ctx)
+			newHostile(t, comms[1]).write(0, rawFrame{Type: tRelay, Payload: tc.make(k)})
+			if tc.says == "" {
+				_, err := comms[0].Recv(ctx, 1, 99)
+				wantCode(t, "slot 0 after a relay frame cut short", err, codes.FrameMalformed)
+				if !strings.Contains(err.Error(), "relay of 80 bytes") {
+					t.Fatalf("error %q does not say what was wrong", err)
+				}
+				return
+			}
+			wantViolationBy(t, ctx, comms[0], comms[1], tc.says)
+		})
+	}
 }

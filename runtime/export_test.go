@@ -219,3 +219,16 @@ func DropForTest(c *Comm, slot int) {
 func CloseLinkForTest(c *Comm, slot int) {
 	linkedForTest(c, slot).Close()
 }
+
+// RelayedForTest is the relay frames c's slot sent or passed on.
+func RelayedForTest(c *Comm) int64 { return c.links.relayed.Load() }
+
+// RelayAbove is the job size above which agreement messages are relayed.
+func RelayAbove() int { return relayAbove }
+
+// SetRelayAboveForTest sets it, until the test ends.
+func SetRelayAboveForTest(t interface{ Cleanup(func()) }, n int) {
+	old := relayAbove
+	relayAbove = n
+	t.Cleanup(func() { relayAbove = old })
+}

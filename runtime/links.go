@@ -66,6 +66,10 @@ type links struct {
 	// ended (zero while open); under knownMu.
 	left map[int]time.Time
 
+	relayMu   sync.Mutex
+	relaySeen map[[32]byte]struct{} // relayed frames taken (relay.go), to drop repeats
+	relayed   atomic.Int64          // relay frames this slot sent or passed on
+
 	silenceMS  atomic.Int64 // this slot's silence limit
 	stalledMS  atomic.Int64 // how long this process last did not run (the detector's stall), 0 if never
 	closingNow atomic.Bool  // Finish or Close under way: broken connections are expected
@@ -243,6 +247,8 @@ func (l *links) arrive(p *peer, h wire.Header, payload []byte) error {
 		return nil
 	case wire.Lost:
 		return l.lostIn(p.rank, payload)
+	case wire.Relay:
+		return l.relayIn(p.rank, payload)
 	case wire.Abort:
 		if c := l.cur.Load(); l.rec != nil && c.recovering.Load() {
 			r, err := wire.DecodeReason(payload)

@@ -608,17 +608,12 @@ func (r *recovery) sendAs(purpose byte, outs []elastic.Out) {
 		if o.To < 0 || o.To >= r.l.slots || o.To == r.l.self {
 			continue
 		}
-		p := r.l.link(o.To)
-		if p == nil || p.Gone() {
-			continue
-		}
 		b, err := o.Msg.MarshalBinary()
-		if err != nil || len(b) > wire.MaxAgree {
+		if err != nil || len(b) >= wire.MaxAgree {
 			r.end(codes.New(codes.JobEnded, "agreement: a message does not encode: %v", err))
 			return
 		}
-		p.Control(wire.Agree, append([]byte{purpose}, b...))
-		p.ReadSoon() // its answer: the reader goroutine must not wait out its grace (runtime/mesh)
+		r.l.sendAgree(o.To, append([]byte{purpose}, b...))
 	}
 }
 

@@ -108,6 +108,7 @@ type simResult struct {
 	linksOfCoordinator  int64         // the recovery's coordinator's links at the end
 	maxLinksOther       int64         // the most links of any other slot
 	maxSlotOf           int           // which
+	relayed             int64         // relay frames sent or passed on, job-wide, both recoveries
 }
 
 // stat is the max and mean of a per-slot figure.
@@ -138,7 +139,7 @@ func (r simResult) print(w io.Writer) {
 		r.stopped, r.sawIt2, r.known2, r.hops2, r.nextGen2)
 	fmt.Fprintf(w, "  per slot after generation 1's allreduce: links max %d mean %.1f (coordinator %d, any other at most %d: slot %d); handshakes max %d mean %.1f; frames read max %d mean %.1f\n",
 		r.links.max, r.links.mean, r.linksOfCoordinator, r.maxLinksOther, r.maxSlotOf, r.made.max, r.made.mean, r.frames.max, r.frames.mean)
-	fmt.Fprintf(w, "  job-wide: %d connections dialed, %d frames read\n", r.dials, r.framesTotal)
+	fmt.Fprintf(w, "  job-wide: %d connections dialed, %d frames read, %d relay frames sent or passed on\n", r.dials, r.framesTotal, r.relayed)
 }
 
 // check asserts what SPEC §18 promises of the run.
@@ -182,10 +183,16 @@ func (r simResult) check(t *testing.T) {
 	if lim := time.Duration(r.hops+2) * 4 * simLatency; r.known > lim+simSilence/2 {
 		t.Errorf("every slot knew of the loss after %v, want within %v", r.known, lim+simSilence/2)
 	}
-	// No slot but the recovery's coordinator holds links beyond its
-	// neighbours and the collectives' partners.
+	// No slot holds links beyond its neighbours and the collectives'
+	// partners; in a small job the recovery's coordinator links to every
+	// slot, above runtime.RelayAbove its messages go over the tree.
 	if lim := 2*lim + 10; r.maxLinksOther > lim {
 		t.Errorf("slot %d had %d links at the end, want at most %d", r.maxSlotOf, r.maxLinksOther, lim)
+	} else if r.n+1 > runtime.RelayAbove() && r.linksOfCoordinator > lim {
+		t.Errorf("the coordinator, slot %d, had %d links at the end, want at most %d: the agreement's messages go over the tree", r.coordinator, r.linksOfCoordinator, lim)
+	}
+	if r.n+1 > runtime.RelayAbove() && r.relayed == 0 {
+		t.Errorf("no agreement message was relayed in a job of %d slots", r.n+1)
 	}
 }
 
@@ -494,6 +501,11 @@ func simulateIn(t *testing.T, n int) simResult {
 	}
 	r.links, r.made, r.frames = statOf(links), statOf(made), statOf(frames)
 	r.dials = mn.Dials()
+	for _, c := range comms {
+		if c != nil {
+			r.relayed += runtime.RelayedForTest(c)
+		}
+	}
 	for _, c := range comms {
 		c.Close()
 	}

@@ -124,3 +124,65 @@ func DecodeCall(p []byte) (Call, []byte, error) {
 	c.Length = binary.BigEndian.Uint32(p[8:])
 	return c, p[CallSize:], nil
 }
+
+// Relayed is a relay frame's payload (docs/protocol.md §12.7): an
+// agreement frame's payload (Inner: purpose and message) from slot Origin
+// for slot Dest, which has no link to it, passed on over the tree. Hops
+// counts down at each slot that passes it on. Origin signs it with its
+// certificate's Ed25519 key (Signed), and sends the certificate along, so
+// that a slot that never linked to it can check it (to the job's CA).
+type Relayed struct {
+	Origin, Dest int
+	Hops         uint8
+	Cert         []byte // DER, at most MaxRelayCert bytes
+	Sig          []byte // ed25519.SignatureSize bytes
+	Inner        []byte // 1 to MaxAgree bytes
+}
+
+// RelayHead is a relay payload's fixed part: origin u32, dest u32, hops
+// u8, the certificate's length u16.
+const RelayHead = 11
+
+// MaxRelayCert bounds a relayed certificate.
+const MaxRelayCert = 4096
+
+// Signed is what Origin signs: who, for whom, and what.
+func (r Relayed) Signed() []byte {
+	b := append([]byte("sperli relay\x00"), 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(b[13:], uint32(r.Origin))
+	binary.BigEndian.PutUint32(b[17:], uint32(r.Dest))
+	return append(b, r.Inner...)
+}
+
+// AppendRelayed appends r's encoding to b.
+func AppendRelayed(b []byte, r Relayed) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(r.Origin))
+	b = binary.BigEndian.AppendUint32(b, uint32(r.Dest))
+	b = append(b, r.Hops)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(r.Cert)))
+	b = append(b, r.Cert...)
+	b = append(b, r.Sig...)
+	return append(b, r.Inner...)
+}
+
+// DecodeRelayed decodes a relay payload of a job of slots slots; every
+// length and slot is checked, nothing is allocated (the fields alias p).
+func DecodeRelayed(p []byte, slots int) (Relayed, error) {
+	var r Relayed
+	if len(p) < RelayHead+64+1 {
+		return r, codes.New(codes.FrameMalformed, "relay of %d bytes, want at least %d", len(p), RelayHead+64+1)
+	}
+	o, d := binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:])
+	if o >= uint32(slots) || d >= uint32(slots) || o == d {
+		return r, codes.New(codes.FrameMalformed, "relay from slot %d to slot %d in a job of %d slots", o, d, slots)
+	}
+	r.Origin, r.Dest, r.Hops = int(o), int(d), p[8]
+	n := int(binary.BigEndian.Uint16(p[9:]))
+	if n == 0 || n > MaxRelayCert || len(p) < RelayHead+n+64+1 || len(p)-RelayHead-n-64 > MaxAgree {
+		return r, codes.New(codes.FrameMalformed, "relay of %d bytes with a certificate of %d", len(p), n)
+	}
+	r.Cert = p[RelayHead : RelayHead+n]
+	r.Sig = p[RelayHead+n : RelayHead+n+64]
+	r.Inner = p[RelayHead+n+64:]
+	return r, nil
+}

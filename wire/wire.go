@@ -37,10 +37,11 @@ const (
 	Revoke     Type = 12 // the communicator whose id is the payload is revoked (SPEC §10.3)
 	Lost       Type = 13 // news: the slot its reason names is lost; each slot passes it on once (SPEC §18)
 	Fin        Type = 14 // the end of the job over the tree: finished, subtree done, all done (SPEC §18)
-	maxType         = Fin
+	Relay      Type = 15 // an agreement message of another slot, signed by it, passed on over the tree (SPEC §18)
+	maxType         = Relay
 )
 
-var typeNames = [...]string{"", "hello", "refuse", "data", "heartbeat", "bye", "abort", "collective", "checkpoint", "credit", "silence", "agree", "revoke", "lost", "fin"}
+var typeNames = [...]string{"", "hello", "refuse", "data", "heartbeat", "bye", "abort", "collective", "checkpoint", "credit", "silence", "agree", "revoke", "lost", "fin", "relay"}
 
 func (t Type) String() string {
 	if t >= 1 && t <= maxType {
@@ -71,7 +72,7 @@ var lenRange = [...][2]uint32{
 	Heartbeat: {0, 0}, Bye: {0, 0}, Abort: {7, 7 + MaxText},
 	Collective: {CallSize, MaxPayload}, Checkpoint: {0, MaxPayload},
 	Credit: {8, 8}, Silence: {4, 4}, Agree: {1, MaxAgree}, Revoke: {4, 4},
-	Lost: {7, 7 + MaxText}, Fin: {1, 1},
+	Lost: {7, 7 + MaxText}, Fin: {1, 1}, Relay: {RelayHead + 64 + 1, RelayHead + MaxRelayCert + 64 + MaxAgree},
 }
 
 // MaxAgree is the longest agreement message: a few layouts of at most

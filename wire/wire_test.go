@@ -206,7 +206,7 @@ func TestTypeString(t *testing.T) {
 		want string
 	}{
 		{0, "type(0)"}, {Hello, "hello"}, {Data, "data"}, {Collective, "collective"},
-		{Silence, "silence"}, {Agree, "agree"}, {Revoke, "revoke"}, {Lost, "lost"}, {Fin, "fin"}, {15, "type(15)"}, {255, "type(255)"},
+		{Silence, "silence"}, {Agree, "agree"}, {Revoke, "revoke"}, {Lost, "lost"}, {Fin, "fin"}, {Relay, "relay"}, {16, "type(16)"}, {255, "type(255)"},
 	} {
 		if got := tc.t.String(); got != tc.want {
 			t.Errorf("Type(%d).String() = %q, want %q", uint8(tc.t), got, tc.want)

@@ -186,3 +186,22 @@ func Neighbours(n, s int, lost Lost) []int {
 	out = slices.Compact(out)
 	return slices.DeleteFunc(out, func(x int) bool { return x == s })
 }
+
+// NextHop returns the slot that s passes a message for dest to, over the
+// tree healed around the lost slots: the live child whose subtree holds
+// dest, else its live parent; dest itself when it is one of those. It is
+// -1 when dest is lost or s is the live root and dest is below no child
+// (which a live dest never is). A path is at most twice the tree's depth.
+func NextHop(n, s, dest int, lost Lost) int {
+	if dest == s || dest < 0 || dest >= n || lost.has(dest) {
+		return -1
+	}
+	for a := dest; a >= 0; {
+		p := LiveParent(n, a, lost)
+		if p == s {
+			return a
+		}
+		a = p
+	}
+	return LiveParent(n, s, lost) // -1 at the root: dest is not below it
+}

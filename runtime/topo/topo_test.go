@@ -167,3 +167,50 @@ func TestNeighboursAtScale(t *testing.T) {
 		}
 	}
 }
+
+// TestNextHop: from every live slot to every other, the hops lead there
+// over tree links only (each hop a parent or child in the healed tree),
+// in at most twice the depth, with and without lost slots; a lost
+// destination has no hop.
+func TestNextHop(t *testing.T) {
+	for _, n := range []int{2, 9, 77, 1000} {
+		for _, lostSet := range [][]int{nil, {0}, {1, 5, 9}, {0, 1, 2, 3, 8}} {
+			dead := map[int]bool{}
+			for _, x := range lostSet {
+				if x < n {
+					dead[x] = true
+				}
+			}
+			lost := Lost(func(s int) bool { return dead[s] })
+			step := 1
+			if n > 100 {
+				step = 37
+			}
+			for s := 0; s < n; s += step {
+				if dead[s] {
+					continue
+				}
+				for d := 0; d < n; d++ {
+					hop := NextHop(n, s, d, lost)
+					if d == s || dead[d] {
+						if hop != -1 {
+							t.Fatalf("n=%d lost=%v: hop from %d to %d = %d, want -1", n, lostSet, s, d, hop)
+						}
+						continue
+					}
+					at, hops := s, 0
+					for at != d {
+						next := NextHop(n, at, d, lost)
+						if next < 0 || dead[next] || (LiveParent(n, at, lost) != next && LiveParent(n, next, lost) != at) {
+							t.Fatalf("n=%d lost=%v: from %d to %d, at %d the hop is %d, not a tree link", n, lostSet, s, d, at, next)
+						}
+						at, hops = next, hops+1
+						if hops > 16 {
+							t.Fatalf("n=%d lost=%v: from %d to %d takes more than 16 hops", n, lostSet, s, d)
+						}
+					}
+				}
+			}
+		}
+	}
+}
