@@ -412,7 +412,7 @@ func TestHostileRelays(t *testing.T) {
 			b[len(b)-1] ^= 1
 			return b
 		}, "slot 1: it relayed a frame from slot 2 to slot 0 that is not slot 2's signature"},
-		{"cut short", func(k slotKeys) []byte { return relay(2, k.cert[2], k.key[2], report)[:80] }, ""},
+		{"cut short", func(k slotKeys) []byte { return relay(2, k.cert[2], k.key[2], report)[:90] }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
@@ -427,7 +427,7 @@ func TestHostileRelays(t *testing.T) {
 			if tc.says == "" {
 				_, err := comms[0].Recv(ctx, 1, 99)
 				wantCode(t, "slot 0 after a relay frame cut short", err, codes.FrameMalformed)
-				if !strings.Contains(err.Error(), "relay of 80 bytes") {
+				if !strings.Contains(err.Error(), "relay of 90 bytes with a certificate of") {
 					t.Fatalf("error %q does not say what was wrong", err)
 				}
 				return

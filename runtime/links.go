@@ -69,6 +69,7 @@ type links struct {
 	relayMu   sync.Mutex
 	relaySeen map[[32]byte]struct{} // relayed frames taken (relay.go), to drop repeats
 	relayed   atomic.Int64          // relay frames this slot sent or passed on
+	relaySeq  atomic.Int64          // relay frames this slot sent (each one's Seq)
 
 	silenceMS  atomic.Int64 // this slot's silence limit
 	stalledMS  atomic.Int64 // how long this process last did not run (the detector's stall), 0 if never

@@ -29,8 +29,9 @@ import (
 var relayAbove = 64
 
 // maxRelaySeen bounds the relayed frames this slot remembers to drop
-// repeats; past it the memory starts again.
-const maxRelaySeen = 1 << 14
+// repeats (passed on or taken; a slot near the root of 100,000 passes on
+// some tens of thousands in a recovery); past it the memory starts again.
+const maxRelaySeen = 1 << 17
 
 // relayHops bounds a relayed frame's path: twice the tree's depth at the
 // largest job, with room.
@@ -49,7 +50,7 @@ func (l *links) sendAgree(to int, payload []byte) {
 	if l.hs == nil || len(l.hs.cert.Certificate) == 0 {
 		return
 	}
-	r := wire.Relayed{Origin: l.self, Dest: to, Hops: relayHops, Cert: l.hs.cert.Certificate[0], Inner: payload}
+	r := wire.Relayed{Origin: l.self, Dest: to, Seq: uint64(l.relaySeq.Add(1)), Hops: relayHops, Cert: l.hs.cert.Certificate[0], Inner: payload}
 	r.Sig = ed25519.Sign(l.own, r.Signed())
 	l.relayOn(r)
 }
@@ -85,14 +86,6 @@ func (l *links) relayIn(from int, payload []byte) error {
 	if !ed25519.Verify(key, r.Signed(), r.Sig) {
 		return slotViolation(from, "it relayed a frame from slot %d to slot %d that is not slot %d's signature", r.Origin, r.Dest, r.Origin)
 	}
-	if r.Dest != l.self {
-		if r.Hops == 0 {
-			return nil // a path longer than any tree's: the tree changed under it
-		}
-		r.Hops--
-		l.relayOn(r)
-		return nil
-	}
 	sum := sha256.Sum256(r.Sig)
 	l.relayMu.Lock()
 	_, again := l.relaySeen[sum]
@@ -103,7 +96,18 @@ func (l *links) relayIn(from int, payload []byte) error {
 		l.relaySeen[sum] = struct{}{}
 	}
 	l.relayMu.Unlock()
-	if again || l.knownLost(r.Origin) {
+	if again {
+		return nil // a repeat is passed on and taken once: what a slot queues is bounded by what honest slots sent
+	}
+	if r.Dest != l.self {
+		if r.Hops == 0 {
+			return nil // a path longer than any tree's: the tree changed under it
+		}
+		r.Hops--
+		l.relayOn(r)
+		return nil
+	}
+	if l.knownLost(r.Origin) {
 		return nil
 	}
 	return l.rec.message(r.Origin, r.Inner)

@@ -133,24 +133,26 @@ func DecodeCall(p []byte) (Call, []byte, error) {
 // that a slot that never linked to it can check it (to the job's CA).
 type Relayed struct {
 	Origin, Dest int
+	Seq          uint64 // the origin's count of its relayed messages: a message sent again is a new frame, a frame repeated is not
 	Hops         uint8
 	Cert         []byte // DER, at most MaxRelayCert bytes
 	Sig          []byte // ed25519.SignatureSize bytes
 	Inner        []byte // 1 to MaxAgree bytes
 }
 
-// RelayHead is a relay payload's fixed part: origin u32, dest u32, hops
-// u8, the certificate's length u16.
-const RelayHead = 11
+// RelayHead is a relay payload's fixed part: origin u32, dest u32, seq
+// u64, hops u8, the certificate's length u16.
+const RelayHead = 19
 
 // MaxRelayCert bounds a relayed certificate.
 const MaxRelayCert = 4096
 
-// Signed is what Origin signs: who, for whom, and what.
+// Signed is what Origin signs: who, for whom, which, and what.
 func (r Relayed) Signed() []byte {
-	b := append([]byte("sperli relay\x00"), 0, 0, 0, 0, 0, 0, 0, 0)
+	b := append([]byte("sperli relay\x00"), make([]byte, 16)...)
 	binary.BigEndian.PutUint32(b[13:], uint32(r.Origin))
 	binary.BigEndian.PutUint32(b[17:], uint32(r.Dest))
+	binary.BigEndian.PutUint64(b[21:], r.Seq)
 	return append(b, r.Inner...)
 }
 
@@ -158,6 +160,7 @@ func (r Relayed) Signed() []byte {
 func AppendRelayed(b []byte, r Relayed) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(r.Origin))
 	b = binary.BigEndian.AppendUint32(b, uint32(r.Dest))
+	b = binary.BigEndian.AppendUint64(b, r.Seq)
 	b = append(b, r.Hops)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(r.Cert)))
 	b = append(b, r.Cert...)
@@ -176,8 +179,8 @@ func DecodeRelayed(p []byte, slots int) (Relayed, error) {
 	if o >= uint32(slots) || d >= uint32(slots) || o == d {
 		return r, codes.New(codes.FrameMalformed, "relay from slot %d to slot %d in a job of %d slots", o, d, slots)
 	}
-	r.Origin, r.Dest, r.Hops = int(o), int(d), p[8]
-	n := int(binary.BigEndian.Uint16(p[9:]))
+	r.Origin, r.Dest, r.Seq, r.Hops = int(o), int(d), binary.BigEndian.Uint64(p[8:]), p[16]
+	n := int(binary.BigEndian.Uint16(p[17:]))
 	if n == 0 || n > MaxRelayCert || len(p) < RelayHead+n+64+1 || len(p)-RelayHead-n-64 > MaxAgree {
 		return r, codes.New(codes.FrameMalformed, "relay of %d bytes with a certificate of %d", len(p), n)
 	}

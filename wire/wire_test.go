@@ -489,3 +489,46 @@ func TestDecodeCall(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayed: a relay payload decodes to what was encoded, its fields
+// within the payload; origin and destination outside the job or equal,
+// a certificate of no bytes or past the payload, no message, are
+// refused with H1609.
+func TestRelayed(t *testing.T) {
+	r := Relayed{Origin: 7, Dest: 900, Seq: 3, Hops: 31, Cert: []byte("cert"), Sig: bytes.Repeat([]byte{9}, 64), Inner: []byte{0, 1, 2}}
+	b := AppendRelayed(nil, r)
+	got, err := DecodeRelayed(b, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Origin != 7 || got.Dest != 900 || got.Seq != 3 || got.Hops != 31 || string(got.Cert) != "cert" || !bytes.Equal(got.Sig, r.Sig) || !bytes.Equal(got.Inner, r.Inner) {
+		t.Fatalf("decoded %+v, want %+v", got, r)
+	}
+	if !bytes.Equal(got.Signed(), r.Signed()) {
+		t.Fatal("the decoded frame signs other bytes than the encoded one")
+	}
+	other := r
+	other.Seq = 4
+	if bytes.Equal(other.Signed(), r.Signed()) {
+		t.Fatal("the sequence is not signed")
+	}
+	bad := func(name string, b []byte, slots int) {
+		t.Helper()
+		if _, err := DecodeRelayed(b, slots); codes.Of(err) != codes.FrameMalformed {
+			t.Errorf("%s: %v, want H1609", name, err)
+		}
+	}
+	bad("origin outside the job", b, 8)
+	bad("destination outside the job", b, 900)
+	self := r
+	self.Dest = 7
+	bad("to its origin", AppendRelayed(nil, self), 1000)
+	noCert := r
+	noCert.Cert = nil
+	bad("no certificate", AppendRelayed(nil, noCert), 1000)
+	bad("no message", b[:len(b)-3], 1000)
+	long := append([]byte(nil), b...)
+	long[17], long[18] = 0xff, 0xff
+	bad("a certificate past the payload", long, 1000)
+	bad("cut short", b[:RelayHead], 1000)
+}

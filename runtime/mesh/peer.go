@@ -343,6 +343,9 @@ func (p *Peer) wake() {
 	}
 }
 
+// maxControl bounds the control frames queued for a connection.
+const maxControl = 1024
+
 // Control queues a control frame for the writer and returns at once.
 func (p *Peer) Control(t wire.Type, payload []byte) { p.ControlOf(p.up.Gen(), t, payload) }
 
@@ -350,7 +353,12 @@ func (p *Peer) Control(t wire.Type, payload []byte) { p.ControlOf(p.up.Gen(), t,
 func (p *Peer) ControlOf(gen uint32, t wire.Type, payload []byte) {
 	f := &Frame{H: wire.Header{Type: t, Incarnation: gen, Length: uint32(len(payload))}, Payload: payload}
 	p.qmu.Lock()
-	if p.last == nil && len(p.ctlq) < 1024 { // a stuck connection drops control frames; silence then tells
+	// A stuck connection drops control frames (silence then tells), but
+	// not the relays of agreement messages: the coordinator of a large
+	// job sends one through its children for each slot, and the relays
+	// a slot passes on are bounded by what honest slots sent (repeats
+	// are dropped, runtime/relay.go).
+	if p.last == nil && (len(p.ctlq) < maxControl || t == wire.Relay) {
 		p.ctlq = append(p.ctlq, f)
 	}
 	p.qmu.Unlock()
