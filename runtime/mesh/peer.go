@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -389,12 +390,7 @@ func (p *Peer) Final(t wire.Type, payload []byte) {
 	}
 	p.pending = append(p.pending, f)
 	p.qmu.Unlock()
-	for _, q := range dropped {
-		if q.Done != nil {
-			q.Err = ErrJobOver
-			close(q.Done)
-		}
-	}
+	done(dropped, ErrJobOver)
 	p.wake()
 }
 
@@ -608,16 +604,22 @@ func (p *Peer) writeLoop() {
 				p.werr = err
 			}
 			p.qmu.Unlock()
-			for _, f := range data {
-				if f.Done != nil {
-					f.Err = err
-					close(f.Done)
-				}
-			}
+			done(data, err)
 		}
 		if stopping {
 			p.writeLast()
 			return
+		}
+	}
+}
+
+// done tells the senders of frames that wait for them (Done) that they
+// were written (err nil) or why not.
+func done(frames []*Frame, err error) {
+	for _, f := range frames {
+		if f.Done != nil {
+			f.Err = err
+			close(f.Done)
 		}
 	}
 }
@@ -642,20 +644,12 @@ func (p *Peer) writeLast() {
 	// What credit held back is never written: its senders learn so.
 	p.qmu.Lock()
 	if p.werr == nil {
-		p.werr = ErrLeft
-		if err != nil {
-			p.werr = err
-		}
+		p.werr = cmp.Or(err, ErrLeft)
 	}
 	held := p.pending
 	p.pending = nil
 	p.qmu.Unlock()
-	for _, q := range held {
-		if q.Done != nil {
-			q.Err = ErrLeft
-			close(q.Done)
-		}
-	}
+	done(held, ErrLeft)
 }
 
 // Reading. Whoever holds rmu reads whole frames from the connection and
@@ -963,12 +957,7 @@ func (p *Peer) detach() bool {
 		p.werr = ErrNoLink
 	}
 	p.qmu.Unlock()
-	for _, f := range frames {
-		if f.Done != nil {
-			f.Err = ErrNoLink
-			close(f.Done)
-		}
-	}
+	done(frames, ErrNoLink)
 	return false
 }
 
