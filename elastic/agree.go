@@ -303,7 +303,7 @@ func layoutCheck(cur Layout, regroup bool) func([]byte) error {
 			return bad("a layout of generation %d with %d slots, want generation %d of %d slots", l.Gen, l.Slots, cur.Gen+1, cur.Slots)
 		}
 		for _, s := range l.Lost {
-			if !slices.Contains(cur.Live(), s) {
+			if !cur.IsLive(s) {
 				return bad("a layout naming slot %d lost, not live in generation %d", s, cur.Gen)
 			}
 		}
@@ -315,7 +315,7 @@ func layoutCheck(cur Layout, regroup bool) func([]byte) error {
 				return nil
 			}
 		}
-		return bad("a layout (ranks %v, spares %v, lost %v) that the rule of SPEC §10.2 does not make of generation %d", l.Ranks, l.Spares, l.Lost, cur.Gen)
+		return bad("a layout (ranks %v, spares %v, lost %v) that the rule of SPEC §10.2 does not make of generation %d", l.Ranks(), l.Spares, l.Lost, cur.Gen)
 	}
 }
 

@@ -29,18 +29,18 @@ func TestNext(t *testing.T) {
 		{"no spare left", Initial(4, 1), []int{1, 2}, nil, nil, nil, ErrNoSpare},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := slices.Clone(tc.l.Ranks)
+			before := tc.l.Ranks()
 			got, err := tc.l.Next(tc.failed)
 			if !errors.Is(err, tc.err) || (err == nil) != (tc.err == nil) {
 				t.Fatalf("Next(%v) error %v, want %v", tc.failed, err, tc.err)
 			}
-			if !slices.Equal(tc.l.Ranks, before) {
-				t.Fatalf("Next changed its layout: %v", tc.l.Ranks)
+			if !slices.Equal(tc.l.Ranks(), before) {
+				t.Fatalf("Next changed its layout: %v", tc.l.Ranks())
 			}
 			if err != nil {
 				return
 			}
-			if got.Gen != tc.l.Gen+1 || !slices.Equal(got.Ranks, tc.ranks) || !slices.Equal(got.Spares, tc.spares) || !slices.Equal(got.Lost, tc.lost) {
+			if got.Gen != tc.l.Gen+1 || !slices.Equal(got.Ranks(), tc.ranks) || !slices.Equal(got.Spares, tc.spares) || !slices.Equal(got.Lost, tc.lost) {
 				t.Fatalf("Next(%v) = %+v, want ranks %v spares %v lost %v", tc.failed, got, tc.ranks, tc.spares, tc.lost)
 			}
 		})
@@ -51,11 +51,11 @@ func TestNext(t *testing.T) {
 // 8 ranks and 2 spares: spares 8 then 9 take the places.
 func TestNextContinuous(t *testing.T) {
 	g1, err := Initial(8, 2).Next([]int{2})
-	if err != nil || g1.Ranks[2] != 8 {
+	if err != nil || g1.Slot(2) != 8 {
 		t.Fatalf("generation 1: %+v %v", g1, err)
 	}
 	g2, err := g1.Next([]int{3})
-	if err != nil || g2.Ranks[3] != 9 || g2.Ranks[2] != 8 || len(g2.Spares) != 0 || g2.Gen != 2 {
+	if err != nil || g2.Slot(3) != 9 || g2.Slot(2) != 8 || len(g2.Spares) != 0 || g2.Gen != 2 {
 		t.Fatalf("generation 2: %+v %v", g2, err)
 	}
 }
@@ -80,9 +80,9 @@ func TestNextProperties(t *testing.T) {
 			}
 			seen[x] = true
 		}
-		for r, x := range l.Ranks {
-			if !slices.Contains(failed, x) && next.Ranks[r] != x {
-				t.Fatalf("rank %d moved from live slot %d to %d", r, x, next.Ranks[r])
+		for r, x := range l.All() {
+			if !slices.Contains(failed, x) && next.Slot(r) != x {
+				t.Fatalf("rank %d moved from live slot %d to %d", r, x, next.Slot(r))
 			}
 		}
 		b, _ := next.MarshalBinary()
@@ -111,7 +111,7 @@ func FuzzLayout(f *testing.F) {
 
 func FuzzMsg(f *testing.F) {
 	l := Initial(3, 2)
-	v, _ := Layout{Gen: 1, Ranks: []int{0, 3, 2}, Spares: []int{4}, Lost: []int{1}, Slots: l.Slots}.MarshalBinary()
+	v, _ := FromRanks(1, l.Slots, []int{0, 3, 2}, []int{4}, []int{1}).MarshalBinary()
 	p := testKeys(0).Prove(0, 1, 5, v)
 	for _, m := range []Msg{{Kind: Prepare, Gen: 1, Ballot: 5, Failed: []int{1}}, {Kind: Decide, Gen: 1, Value: v, Proof: p}, {Kind: Confirm, Gen: 1, Value: v, Proof: p, Failed: []int{1}}, {Kind: Checked, Gen: 1, Value: v, Proof: p}, {Kind: Final, Gen: 1, Value: v, Proof: p, Failed: []int{1}}, {Kind: Promise, Gen: 2, Ballot: 9, Input: []byte{1}}} {
 		b, _ := m.MarshalBinary()

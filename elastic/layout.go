@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 
 	"sperli/codes"
@@ -20,26 +21,123 @@ const MaxSlots = 65535
 
 // Layout is a generation's map of ranks to slots. It is a value: Next
 // makes a new one and never changes or aliases the old.
+//
+// The ranks are held as runs — ranks r … r+n-1 at slots s … s+n-1 — so a
+// layout costs O(changes), not O(ranks): generation 0 is one run, and each
+// rank a spare took or a shrink dropped adds at most two. A slot of 100,000
+// keeps its generation's layout in a few dozen bytes, and an agreement's
+// value carries the same runs (docs/protocol.md §12.2).
 type Layout struct {
 	Gen    int   // the generation, 0 at launch
-	Ranks  []int // Ranks[r] is the slot that is rank r
 	Spares []int // live spare slots, ascending
 	Lost   []int // slots lost since the previous generation, ascending
 	Slots  int   // ranks and spares at launch, fixed for the job
+
+	runs   []run // the ranks in rank order, adjacent runs merged
+	bySlot []int // indices of runs, by their first slot
 }
+
+// run is ranks rank … rank+n-1 at slots slot … slot+n-1.
+type run struct{ rank, slot, n int }
 
 // Initial is generation 0 of a job of n ranks and s spares: slot i < n is
 // rank i, slots n … n+s-1 are the spares.
 func Initial(n, s int) Layout {
-	l := Layout{Ranks: make([]int, n), Spares: make([]int, s), Slots: n + s}
-	for i := range l.Ranks {
-		l.Ranks[i] = i
-	}
+	l := Layout{Spares: make([]int, s), Slots: n + s}
 	for i := range l.Spares {
 		l.Spares[i] = n + i
 	}
+	l.setRuns([]run{{0, 0, n}})
 	return l
 }
+
+// FromRanks is the layout of generation gen whose rank r is slot ranks[r].
+// It checks nothing: UnmarshalBinary checks what a peer sent.
+func FromRanks(gen, slots int, ranks, spares, lost []int) Layout {
+	l := Layout{Gen: gen, Slots: slots, Spares: slices.Clone(spares), Lost: slices.Clone(lost)}
+	var runs []run
+	for r, s := range ranks {
+		runs = append(runs, run{r, s, 1})
+	}
+	l.setRuns(runs)
+	return l
+}
+
+// setRuns makes runs the layout's ranks: adjacent runs that continue each
+// other are merged, and the index by slot is made.
+func (l *Layout) setRuns(runs []run) {
+	merged := make([]run, 0, len(runs))
+	for _, x := range runs {
+		if x.n == 0 {
+			continue
+		}
+		if k := len(merged) - 1; k >= 0 && merged[k].slot+merged[k].n == x.slot {
+			merged[k].n += x.n
+			continue
+		}
+		merged = append(merged, x)
+	}
+	l.runs = merged
+	l.bySlot = make([]int, len(merged))
+	for i := range l.bySlot {
+		l.bySlot[i] = i
+	}
+	slices.SortFunc(l.bySlot, func(a, b int) int { return merged[a].slot - merged[b].slot })
+}
+
+// Size is the number of ranks.
+func (l Layout) Size() int {
+	if len(l.runs) == 0 {
+		return 0
+	}
+	last := l.runs[len(l.runs)-1]
+	return last.rank + last.n
+}
+
+// Slot is the slot of rank r, -1 when there is no rank r.
+func (l Layout) Slot(r int) int {
+	if r < 0 || r >= l.Size() {
+		return -1
+	}
+	k, _ := slices.BinarySearchFunc(l.runs, r, func(x run, r int) int {
+		switch {
+		case x.rank+x.n <= r:
+			return -1
+		case x.rank > r:
+			return 1
+		}
+		return 0
+	})
+	x := l.runs[k]
+	return x.slot + r - x.rank
+}
+
+// Ranks is the slot of each rank, a new slice: O(ranks), for reports.
+func (l Layout) Ranks() []int {
+	out := make([]int, 0, l.Size())
+	for _, x := range l.runs {
+		for i := range x.n {
+			out = append(out, x.slot+i)
+		}
+	}
+	return out
+}
+
+// All yields each rank and its slot, in rank order.
+func (l Layout) All() iter.Seq2[int, int] {
+	return func(yield func(int, int) bool) {
+		for _, x := range l.runs {
+			for i := range x.n {
+				if !yield(x.rank+i, x.slot+i) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Runs is the number of runs the ranks are held in (1 at launch).
+func (l Layout) Runs() int { return len(l.runs) }
 
 // ErrNoSpare is the error of Next when lost ranks outnumber the live spares.
 var ErrNoSpare = errors.New("no spare left")
@@ -53,77 +151,111 @@ var ErrNoRankLost = errors.New("no rank lost")
 // spares are dropped, and the lost ranks, in rank order, are taken by the
 // lowest live spares (SPEC §10.2).
 func (l Layout) Next(failed []int) (Layout, error) {
-	dead := make(map[int]bool, len(failed))
-	for _, s := range failed {
-		dead[s] = true
-	}
+	dead := sortedSet(failed)
 	var spares, lost []int
 	for _, s := range l.Spares {
-		if dead[s] {
+		if _, ok := slices.BinarySearch(dead, s); ok {
 			lost = append(lost, s)
 		} else {
 			spares = append(spares, s)
 		}
 	}
-	ranks := slices.Clone(l.Ranks)
-	short, any := 0, false
-	for r, s := range ranks {
-		if !dead[s] {
-			continue
+	var lostRanks []int
+	for _, s := range dead {
+		if r, ok := l.RankOf(s); ok {
+			lostRanks = append(lostRanks, r)
+			lost = append(lost, s)
 		}
-		any = true
-		lost = append(lost, s)
-		if len(spares) == 0 {
-			short++
-			continue
-		}
-		ranks[r], spares = spares[0], spares[1:]
 	}
 	switch {
-	case !any:
+	case len(lostRanks) == 0:
 		return Layout{}, ErrNoRankLost
-	case short > 0:
-		return Layout{}, fmt.Errorf("%w: %d lost rank(s) cannot be filled", ErrNoSpare, short)
+	case len(lostRanks) > len(spares):
+		return Layout{}, fmt.Errorf("%w: %d lost rank(s) cannot be filled", ErrNoSpare, len(lostRanks)-len(spares))
 	}
+	slices.Sort(lostRanks)
 	slices.Sort(lost)
-	return Layout{Gen: l.Gen + 1, Ranks: ranks, Spares: append([]int{}, spares...), Lost: lost, Slots: l.Slots}, nil
+	// Each lost rank is cut out of its run and the spare put in its place.
+	runs := make([]run, 0, len(l.runs)+2*len(lostRanks))
+	k := 0
+	for _, x := range l.runs {
+		at := x.rank
+		for ; k < len(lostRanks) && lostRanks[k] < x.rank+x.n; k++ {
+			r := lostRanks[k]
+			runs = append(runs, run{at, x.slot + at - x.rank, r - at}, run{r, spares[k], 1})
+			at = r + 1
+		}
+		runs = append(runs, run{at, x.slot + at - x.rank, x.rank + x.n - at})
+	}
+	next := Layout{Gen: l.Gen + 1, Spares: append([]int{}, spares[len(lostRanks):]...), Lost: lost, Slots: l.Slots}
+	next.setRuns(runs)
+	return next, nil
+}
+
+// sortedSet is xs sorted, without duplicates, in a new slice.
+func sortedSet(xs []int) []int {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Live is every live slot of l, ascending: the ranks' and the spares'.
 func (l Layout) Live() []int {
-	out := append(slices.Clone(l.Ranks), l.Spares...)
+	out := append(l.Ranks(), l.Spares...)
 	slices.Sort(out)
 	return out
 }
 
 // RankOf is the rank slot is in l.
 func (l Layout) RankOf(slot int) (int, bool) {
-	for r, s := range l.Ranks {
-		if s == slot {
-			return r, true
-		}
+	// The last run that starts at or below slot holds it, if any does.
+	i, found := slices.BinarySearchFunc(l.bySlot, slot, func(k, slot int) int { return l.runs[k].slot - slot })
+	if !found {
+		i--
 	}
-	return -1, false
+	if i < 0 {
+		return -1, false
+	}
+	x := l.runs[l.bySlot[i]]
+	if slot >= x.slot+x.n {
+		return -1, false
+	}
+	return x.rank + slot - x.slot, true
 }
 
 // IsSpare reports whether slot is a live spare of l.
-func (l Layout) IsSpare(slot int) bool { return slices.Contains(l.Spares, slot) }
+func (l Layout) IsSpare(slot int) bool {
+	_, ok := slices.BinarySearch(l.Spares, slot)
+	return ok
+}
+
+// IsLive reports whether slot is a rank or a live spare of l.
+func (l Layout) IsLive(slot int) bool {
+	_, isRank := l.RankOf(slot)
+	return isRank || l.IsSpare(slot)
+}
 
 // Equal reports whether l and o are the same layout.
 func (l Layout) Equal(o Layout) bool {
-	return l.Gen == o.Gen && l.Slots == o.Slots && slices.Equal(l.Ranks, o.Ranks) &&
+	return l.Gen == o.Gen && l.Slots == o.Slots && slices.Equal(l.runs, o.runs) &&
 		slices.Equal(l.Spares, o.Spares) && slices.Equal(l.Lost, o.Lost)
 }
 
 // MarshalBinary encodes l (docs/protocol.md §12.2): generation u32, slots
-// u16, then three lists (ranks, spares, lost), each a u16 count and u16
-// slots.
+// u16, the ranks as runs (a u16 count, then each run's first slot and
+// length, u16 each), then two lists (spares, lost), each a u16 count and
+// u16 slots.
 func (l Layout) MarshalBinary() ([]byte, error) { return l.appendTo(nil), nil }
 
 func (l Layout) appendTo(b []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(l.Gen))
 	b = binary.BigEndian.AppendUint16(b, uint16(l.Slots))
-	for _, list := range [][]int{l.Ranks, l.Spares, l.Lost} {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(l.runs)))
+	for _, x := range l.runs {
+		b = binary.BigEndian.AppendUint16(b, uint16(x.slot))
+		b = binary.BigEndian.AppendUint16(b, uint16(x.n))
+	}
+	for _, list := range [][]int{l.Spares, l.Lost} {
 		b = binary.BigEndian.AppendUint16(b, uint16(len(list)))
 		for _, s := range list {
 			b = binary.BigEndian.AppendUint16(b, uint16(s))
@@ -133,8 +265,8 @@ func (l Layout) appendTo(b []byte) []byte {
 }
 
 // UnmarshalBinary decodes a layout a peer sent: every count bounded by the
-// bytes there are, every slot in range, no slot twice, ranks not empty.
-// Anything else is H1627.
+// bytes there are, every slot in range, no slot twice, ranks not empty,
+// runs merged. Anything else is H1627.
 func (l *Layout) UnmarshalBinary(b []byte) error {
 	rest, err := l.decode(b)
 	if err == nil && len(rest) != 0 {
@@ -148,17 +280,40 @@ func bad(format string, args ...any) error {
 }
 
 func (l *Layout) decode(b []byte) ([]byte, error) {
-	if len(b) < 6 {
-		return nil, bad("layout of %d bytes, want at least 6", len(b))
+	if len(b) < 8 {
+		return nil, bad("layout of %d bytes, want at least 8", len(b))
 	}
 	gen := binary.BigEndian.Uint32(b)
 	slots := int(binary.BigEndian.Uint16(b[4:]))
-	b = b[6:]
+	nruns := int(binary.BigEndian.Uint16(b[6:]))
+	b = b[8:]
 	if gen > 1<<31-1 || slots < 1 || slots > MaxSlots {
 		return nil, bad("layout of generation %d with %d slots", gen, slots)
 	}
-	seen := make(map[int]bool)
-	var lists [3][]int
+	if nruns == 0 {
+		return nil, bad("layout has no ranks")
+	}
+	if nruns > slots || len(b) < 4*nruns {
+		return nil, bad("layout of %d runs of ranks (job of %d slots, %d bytes left)", nruns, slots, len(b))
+	}
+	// Every run, spare and lost slot is a span of slots; no two may meet.
+	spans := make([]run, 0, nruns)
+	runs := make([]run, nruns)
+	ranks := 0
+	for k := range runs {
+		s, n := int(binary.BigEndian.Uint16(b[4*k:])), int(binary.BigEndian.Uint16(b[4*k+2:]))
+		if n == 0 || s+n > slots {
+			return nil, bad("layout's run %d of ranks is slots %d to %d, job of %d slots", k, s, s+n-1, slots)
+		}
+		if k > 0 && runs[k-1].slot+runs[k-1].n == s {
+			return nil, bad("layout's runs %d and %d of ranks are not merged", k-1, k)
+		}
+		runs[k] = run{ranks, s, n}
+		spans = append(spans, runs[k])
+		ranks += n
+	}
+	b = b[4*nruns:]
+	var lists [2][]int
 	for i := range lists {
 		if len(b) < 2 {
 			return nil, bad("layout cut short")
@@ -174,22 +329,35 @@ func (l *Layout) decode(b []byte) ([]byte, error) {
 			if s >= slots {
 				return nil, bad("layout names slot %d, job of %d slots", s, slots)
 			}
-			if i < 2 && seen[s] || i == 2 && seen[s] {
-				return nil, bad("layout names slot %d twice", s)
-			}
-			seen[s] = true
 			list[k] = s
+			if i == 0 {
+				spans = append(spans, run{-1, s, 1})
+			}
 		}
 		b = b[2*n:]
 		lists[i] = list
 	}
-	if len(lists[0]) == 0 {
-		return nil, bad("layout has no ranks")
-	}
-	if !slices.IsSorted(lists[1]) || !slices.IsSorted(lists[2]) {
+	if !slices.IsSorted(lists[0]) || !slices.IsSorted(lists[1]) {
 		return nil, bad("layout's spares or lost slots are not in order")
 	}
-	*l = Layout{Gen: int(gen), Slots: slots, Ranks: lists[0], Spares: lists[1], Lost: lists[2]}
+	slices.SortFunc(spans, func(x, y run) int { return x.slot - y.slot })
+	for k := 1; k < len(spans); k++ {
+		if spans[k-1].slot+spans[k-1].n > spans[k].slot {
+			return nil, bad("layout names slot %d twice", spans[k].slot)
+		}
+	}
+	// A lost slot is neither a rank nor a spare of this generation.
+	*l = Layout{}
+	l.setRuns(runs)
+	for k, s := range lists[1] {
+		if _, isRank := l.RankOf(s); isRank || k > 0 && lists[1][k-1] == s {
+			return nil, bad("layout names slot %d twice", s)
+		}
+		if _, isSpare := slices.BinarySearch(lists[0], s); isSpare {
+			return nil, bad("layout names slot %d twice", s)
+		}
+	}
+	l.Gen, l.Slots, l.Spares, l.Lost = int(gen), slots, lists[0], lists[1]
 	return b, nil
 }
 
@@ -197,31 +365,41 @@ func (l *Layout) decode(b []byte) ([]byte, error) {
 // the ranks left, renumbered in their old order; lost spares dropped
 // (SPEC §10.3 shrink).
 func (l Layout) Shrink(failed []int) (Layout, error) {
-	dead := make(map[int]bool, len(failed))
-	for _, s := range failed {
-		dead[s] = true
-	}
-	var ranks, spares, lost []int
-	for _, s := range l.Ranks {
-		if dead[s] {
-			lost = append(lost, s)
-		} else {
-			ranks = append(ranks, s)
-		}
-	}
+	dead := sortedSet(failed)
+	var spares, lost []int
 	for _, s := range l.Spares {
-		if dead[s] {
+		if _, ok := slices.BinarySearch(dead, s); ok {
 			lost = append(lost, s)
 		} else {
 			spares = append(spares, s)
 		}
 	}
-	if len(ranks) == 0 {
+	var runs []run
+	rank := 0
+	for _, x := range l.runs {
+		// The dead slots of this run, ascending, cut it into pieces.
+		i, _ := slices.BinarySearch(dead, x.slot)
+		at := x.slot
+		for ; i < len(dead) && dead[i] < x.slot+x.n; i++ {
+			runs = append(runs, run{rank, at, dead[i] - at})
+			rank += dead[i] - at
+			lost = append(lost, dead[i])
+			at = dead[i] + 1
+		}
+		runs = append(runs, run{rank, at, x.slot + x.n - at})
+		rank += x.slot + x.n - at
+	}
+	if rank == 0 {
 		return Layout{}, errors.New("shrink: no rank left")
 	}
 	slices.Sort(lost)
 	if spares == nil {
 		spares = []int{}
 	}
-	return Layout{Gen: l.Gen + 1, Ranks: ranks, Spares: spares, Lost: lost, Slots: l.Slots}, nil
+	if lost == nil {
+		lost = []int{}
+	}
+	next := Layout{Gen: l.Gen + 1, Spares: spares, Lost: lost, Slots: l.Slots}
+	next.setRuns(runs)
+	return next, nil
 }

@@ -201,8 +201,8 @@ func TestLiesNamed(t *testing.T) {
 	honest, _ := cur.Next([]int{2})
 	skipped := honest
 	skipped.Gen = 7
-	nothingLost := Layout{Gen: 1, Ranks: []int{0, 1, 2}, Spares: []int{3, 4}, Lost: []int{}, Slots: 5}
-	jumped := Layout{Gen: 1, Ranks: []int{0, 1, 4}, Spares: []int{3}, Lost: []int{2}, Slots: 5} // spare 4 over 3
+	nothingLost := FromRanks(1, 5, []int{0, 1, 2}, []int{3, 4}, []int{})
+	jumped := FromRanks(1, 5, []int{0, 1, 4}, []int{3}, []int{2}) // spare 4 over 3
 	for _, tc := range []struct {
 		name string
 		from int

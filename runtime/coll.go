@@ -72,7 +72,7 @@ type collState struct {
 	mu     sync.Mutex          // one collective call at a time
 	seq    uint64              // the number of the current (or last) call
 	done   uint64              // the last call this rank has returned from
-	queues [][]collFrame       // frames by sender, in arrival order
+	queues map[int][]collFrame // frames by sender, in arrival order (senders with none have no entry)
 	voids  map[uint64]voidNote // by call: the first void heard for it
 	voided map[uint64]bool     // calls this rank returned H1618 for
 	// endVoid is set once a call returned the H1618 the job ended with
@@ -84,8 +84,8 @@ type collState struct {
 	reading atomic.Pointer[peer]
 }
 
-func (s *collState) init(size int) {
-	s.queues = make([][]collFrame, size)
+func (s *collState) init() {
+	s.queues = make(map[int][]collFrame)
 	s.voids = make(map[uint64]voidNote)
 	s.voided = make(map[uint64]bool)
 	s.notify = make(chan struct{}, 1)
@@ -235,6 +235,10 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 				c.consumedLocked(c.peerAt(r), q[0].cost)
 				q = q[1:]
 			}
+			if len(q) == 0 {
+				delete(c.coll.queues, r)
+				continue
+			}
 			c.coll.queues[r] = q
 			if len(q) > 0 && q[0].seq == k && !sameCall(q[0].call, mine) {
 				got := q[0].call
@@ -249,7 +253,11 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 		}
 		if q := c.coll.queues[from]; len(q) > 0 && q[0].seq == k {
 			f := q[0]
-			c.coll.queues[from] = q[1:]
+			if len(q) == 1 {
+				delete(c.coll.queues, from)
+			} else {
+				c.coll.queues[from] = q[1:]
+			}
 			c.consumedLocked(c.peerAt(from), f.cost)
 			c.mu.Unlock()
 			return f, nil

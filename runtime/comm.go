@@ -52,10 +52,8 @@ type core struct {
 	inc  uint32        // the generation (SPEC §10.1): the incarnation of restarts, one more at each recovery
 	spin time.Duration // the reads' spin limit (spin.go)
 
-	world    *Comm
-	ranks    []int // the slot of each job rank of this generation (its links are the slots')
-	slotRank []int // job rank of each slot in this generation, -1 for a spare or a lost slot
-	layout   elastic.Layout
+	world  *Comm
+	layout elastic.Layout // the slot of each job rank of this generation (its links are the slots'), as runs
 
 	failedSlots map[int]string // slots known lost with LossReturn (ulfm.go), and why; under mu
 	agrees      agrees         // Agree instances (ulfm.go)
@@ -121,58 +119,53 @@ func (c *Comm) Spin() time.Duration { return c.spin }
 
 func newComm(j *Job) *Comm {
 	l := newLinks(j)
-	ranks := make([]int, j.Size)
-	for r := range ranks {
-		ranks[r] = r
-	}
 	l.rec = newRecovery(l, j) // its goroutine starts with the job (start)
-	c := l.genComm(j, j.Incarnation, ranks)
-	c.layout = elastic.Initial(j.Size, j.Spares)
-	c.layout.Gen = int(j.Incarnation)
+	layout := elastic.Initial(j.Size, j.Spares)
+	layout.Gen = int(j.Incarnation)
+	c := l.genComm(j, j.Incarnation, layout)
 	c.failures, _ = job.ParseFailures(j.Failures) // Validate checked it
 	l.cur.Store(c)
 	return c
 }
 
 // genComm makes the job's communicator of generation inc, in which rank r
-// is slot ranks[r]; this slot is rank -1 in it when it is a spare. The
-// connections are bound later (bind) when they are not there yet.
-func (l *links) genComm(j *Job, inc uint32, ranks []int) *Comm {
+// is slot layout.Slot(r); this slot is rank -1 in it when it is a spare.
+// The connections are bound later (bind) when they are not there yet.
+// Nothing here is O(ranks): a slot of a large job keeps its generations'
+// layouts as runs (elastic.Layout).
+func (l *links) genComm(j *Job, inc uint32, layout elastic.Layout) *Comm {
 	co := &core{
-		links:    l,
-		job:      j,
-		inc:      inc,
-		ranks:    ranks,
-		slotRank: make([]int, l.slots),
-		match:    newMatcher(len(ranks)),
-		open:     make(map[any]struct{}),
-		dead:     make(chan struct{}),
-		comms:    make(map[uint32]*Comm),
-		early:    make(map[uint32][]earlyFrame),
-		nextCtx:  1,
+		links:   l,
+		job:     j,
+		inc:     inc,
+		layout:  layout,
+		match:   newMatcher(layout.Size()),
+		open:    make(map[any]struct{}),
+		dead:    make(chan struct{}),
+		comms:   make(map[uint32]*Comm),
+		early:   make(map[uint32][]earlyFrame),
+		nextCtx: 1,
 
 		failedSlots: make(map[int]string),
 	}
 	co.fin.init()
-	c := &Comm{core: co, rank: -1, size: len(ranks)}
-	for s := range co.slotRank {
-		co.slotRank[s] = -1
-	}
-	for r, s := range ranks {
-		co.slotRank[s] = r
-		if s == l.self {
-			c.rank = r
-		}
-	}
+	c := &Comm{core: co, rank: co.rankOf(l.self), size: layout.Size()}
 	co.world = c
 	co.comms[0] = c
-	c.coll.init(len(ranks))
+	c.coll.init()
 	return c
+}
+
+// rankOf is the job rank of slot s in this generation, -1 for a spare or a
+// lost slot.
+func (c *core) rankOf(s int) int {
+	r, _ := c.layout.RankOf(s)
+	return r
 }
 
 // from is the job rank in this generation of the slot p connects to, -1
 // for a spare.
-func (c *core) from(p *peer) int { return c.slotRank[p.rank] }
+func (c *core) from(p *peer) int { return c.rankOf(p.rank) }
 
 func (c *Comm) deadErr() error {
 	c.mu.Lock()

@@ -129,10 +129,10 @@ func TestLiarMatrix(t *testing.T) {
 	val := func(l elastic.Layout) []byte { b, _ := l.MarshalBinary(); return b }
 	one, _ := cur.Next([]int{2})
 	both, _ := cur.Next([]int{2, 3})
-	nothingLost := elastic.Layout{Gen: 1, Ranks: []int{0, 1, 2, 3}, Spares: []int{4, 5}, Lost: []int{}, Slots: 6}
+	nothingLost := elastic.FromRanks(1, 6, []int{0, 1, 2, 3}, []int{4, 5}, []int{})
 	skipped := one
 	skipped.Gen = 7
-	jumped := elastic.Layout{Gen: 1, Ranks: []int{0, 1, 5, 3}, Spares: []int{4}, Lost: []int{2}, Slots: 6} // spare 5 over 4
+	jumped := elastic.FromRanks(1, 6, []int{0, 1, 5, 3}, []int{4}, []int{2}) // spare 5 over 4
 	type lie struct {
 		to int
 		m  func(prove func(origin int, b uint64, v []byte) *elastic.Proof) elastic.Msg

@@ -27,7 +27,7 @@ func InjectForTest(c *Comm, dest int, inc uint32, tag int, data []byte) {
 	h := wire.Header{Type: wire.Data, Incarnation: inc, Source: uint32(c.rank), Tag: uint32(tag), Length: uint32(len(data))}
 	b := make([]byte, wire.HeaderSize, wire.HeaderSize+len(data))
 	h.Put(b)
-	linkedForTest(c, c.ranks[dest]).WriteRaw(append(b, data...))
+	linkedForTest(c, c.layout.Slot(dest)).WriteRaw(append(b, data...))
 }
 
 // linkedForTest is c's link to slot, made and attached now if it is not.
@@ -43,7 +43,7 @@ var SpinLimitForTest = spinLimit
 // PeerSpinForTest is the spin limit of c's connection to rank r, or -1
 // when that connection stays in Go's poller (no fdConn below its TLS).
 func PeerSpinForTest(c *Comm, r int) time.Duration {
-	return linkedForTest(c, c.ranks[r]).SpinLimit()
+	return linkedForTest(c, c.layout.Slot(r)).SpinLimit()
 }
 
 // CountCPUListForTest is countCPUList.

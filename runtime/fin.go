@@ -64,11 +64,11 @@ func (f *finState) init() {
 // generation goes on without them). A rank lost in a job with spares is
 // not done: the next generation replaces it, and this one does not end.
 func (c *core) lostSlot(s int) bool {
-	if c.slotRank[s] < 0 && !c.layout.IsSpare(s) {
+	if c.rankOf(s) < 0 && !c.layout.IsSpare(s) {
 		return true
 	}
 	// A lost spare is nothing to wait for in any mode.
-	return (c.links.lossReturn.Load() || c.slotRank[s] < 0) && c.links.knownLost(s)
+	return (c.links.lossReturn.Load() || c.rankOf(s) < 0) && c.links.knownLost(s)
 }
 
 // finStep sends what this slot's part of the end now allows.
@@ -80,7 +80,7 @@ func (c *core) finStep() {
 		f.mu.Unlock()
 		return
 	}
-	mine := f.finished || c.slotRank[self] < 0
+	mine := f.finished || c.rankOf(self) < 0
 	kids := topo.LiveChildren(n, self, c.lostSlot)
 	ready := mine
 	for _, k := range kids {
@@ -188,7 +188,7 @@ func (c *Comm) peerFinished(p *peer, from int) {
 
 // finishedOn tells a link made after this rank finished that it did.
 func (c *core) finishedOn(p *peer) {
-	if c.finishing() && c.slotRank[c.links.self] >= 0 {
+	if c.finishing() && c.rankOf(c.links.self) >= 0 {
 		c.finSend([]int{p.rank}, finFinished)
 	}
 }

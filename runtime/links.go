@@ -385,7 +385,7 @@ func (l *links) lostFrom(slot int, why string, from int) {
 	case l.rec != nil && l.rec.job.Spares > 0:
 		l.rec.lost(slot, why)
 	default:
-		c.lost(c.slotRank[slot], why)
+		c.lost(c.rankOf(slot), why)
 	}
 }
 

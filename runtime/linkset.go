@@ -113,18 +113,20 @@ func (l *links) link(slot int) *peer {
 
 // linkRank is link for job rank w of c's generation.
 func (c *core) linkRank(w int) *peer {
-	if w < 0 || w >= len(c.ranks) {
+	s := c.layout.Slot(w)
+	if s < 0 {
 		return nil
 	}
-	return c.links.link(c.ranks[w])
+	return c.links.link(s)
 }
 
 // peerRank is the link to job rank w of c's generation, or nil.
 func (c *core) peerRank(w int) *peer {
-	if w < 0 || w >= len(c.ranks) {
+	s := c.layout.Slot(w)
+	if s < 0 {
 		return nil
 	}
-	return c.links.peer(c.ranks[w])
+	return c.links.peer(s)
 }
 
 // dialer makes p's connection: it dials until the connection is attached

@@ -308,14 +308,14 @@ func (c *Comm) someCanSendLocked() bool {
 // (a wildcard receive makes the links, linkMembers).
 func (c *Comm) canSendLocked(r int) bool {
 	w := c.worldRank(r)
-	if w < 0 || w >= len(c.ranks) || c.ranks[w] == c.links.self {
+	if s := c.layout.Slot(w); s < 0 || s == c.links.self {
 		return false
 	}
 	if p := c.peerRank(w); p != nil && p.Finished() {
 		return false
 	}
-	if len(c.failedSlots) > 0 && w < len(c.world.layout.Ranks) {
-		if _, lost := c.failedSlots[c.world.layout.Ranks[w]]; lost {
+	if len(c.failedSlots) > 0 {
+		if _, lost := c.failedSlots[c.world.layout.Slot(w)]; lost {
 			return false
 		}
 	}
@@ -360,8 +360,8 @@ func (c *Comm) Release(msg []byte) { bufpool.Put(msg) }
 // wildcard receive must hear of each one's end (SPEC §10.3).
 func (c *Comm) linkMembers() {
 	for r := 0; r < c.size; r++ {
-		if w := c.worldRank(r); w >= 0 && w < len(c.ranks) {
-			c.links.link(c.ranks[w])
+		if s := c.layout.Slot(c.worldRank(r)); s >= 0 {
+			c.links.link(s)
 		}
 	}
 }

@@ -432,7 +432,7 @@ func (r *recovery) finishing() string {
 	if _, isRank := r.layout.RankOf(r.l.self); isRank && (r.l.closingNow.Load() || r.l.cur.Load().finishing()) {
 		return "this rank"
 	}
-	for rank, s := range r.layout.Ranks {
+	for rank, s := range r.layout.All() {
 		if p := r.l.peer(s); p != nil && p.Finished() {
 			return fmt.Sprintf("rank %d", rank)
 		}
@@ -458,7 +458,7 @@ func (r *recovery) zombie() error {
 // everyRankLost reports whether every rank of the current layout is known
 // lost.
 func (r *recovery) everyRankLost() bool {
-	for _, s := range r.layout.Ranks {
+	for _, s := range r.layout.All() {
 		if _, lost := r.failed[s]; !lost {
 			return false
 		}
@@ -678,8 +678,7 @@ func (r *recovery) switchTo(l elastic.Layout) {
 	}
 	old := r.l.cur.Load()
 	r.layout = l
-	c := r.l.genComm(r.job, uint32(l.Gen), l.Ranks)
-	c.layout = l
+	c := r.l.genComm(r.job, uint32(l.Gen), l)
 	c.jobPub, c.jobPriv, c.spin, c.failures = old.jobPub, old.jobPriv, old.spin, old.failures
 	r.l.enter(c)
 	r.report("generation", "")
@@ -770,7 +769,7 @@ func (r *recovery) report(kind, msg string, lost ...int) {
 	for _, s := range l.Lost {
 		causes = append(causes, fmt.Sprintf("slot %d: %s", s, r.failed[s]))
 	}
-	rep := record.Gen{Kind: kind, Gen: l.Gen, Slot: r.l.self, Rank: rank, Size: len(l.Ranks), Ranks: l.Ranks, Spares: l.Spares, Lost: l.Lost,
+	rep := record.Gen{Kind: kind, Gen: l.Gen, Slot: r.l.self, Rank: rank, Size: l.Size(), Ranks: l.Ranks(), Spares: l.Spares, Lost: l.Lost,
 		Cause: strings.Join(causes, "; "), Pid: r.l.proc.pid, Msg: msg, MS: time.Since(r.lossAt).Milliseconds()}
 	if lost != nil {
 		rep.Lost = lost
@@ -928,7 +927,7 @@ func (c *Comm) Slot() int { return c.links.self }
 // live spares, the slots lost since the generation before (SPEC §10.4).
 func (c *Comm) Layout() elastic.Layout {
 	l := c.layout
-	l.Ranks, l.Spares, l.Lost = slices.Clone(l.Ranks), slices.Clone(l.Spares), slices.Clone(l.Lost)
+	l.Spares, l.Lost = slices.Clone(l.Spares), slices.Clone(l.Lost) // its runs are never changed
 	return l
 }
 

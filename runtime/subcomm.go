@@ -155,7 +155,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 			sub.rank = r
 		}
 	}
-	sub.coll.init(sub.size)
+	sub.coll.init()
 	c.register(sub)
 	return sub, nil
 }

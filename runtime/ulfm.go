@@ -61,7 +61,7 @@ func (c *Comm) lostReturn(slot int, why string) {
 		return
 	}
 	c.failedSlots[slot] = why
-	rank := c.slotRank[slot]
+	rank := c.rankOf(slot)
 	var ops, wild []*recvOp
 	if rank >= 0 {
 		ops = c.match.cancelFrom(rank)
@@ -98,11 +98,11 @@ func (c *Comm) peerFailedLocked(op string, r int) error {
 	if len(c.failedSlots) == 0 || r < 0 || r >= c.size {
 		return nil // the common case, on every send, receive and collective frame taken
 	}
-	w := c.worldRank(r)
-	if w < 0 || w >= len(c.world.layout.Ranks) {
+	s := c.world.layout.Slot(c.worldRank(r))
+	if s < 0 {
 		return nil
 	}
-	if why, lost := c.failedSlots[c.world.layout.Ranks[w]]; lost {
+	if why, lost := c.failedSlots[s]; lost {
 		return c.lostErr(op, r, why)
 	}
 	return nil
@@ -118,7 +118,7 @@ func (c *Comm) anyFailedLocked() (int, string, bool) {
 	return -1, "", false
 }
 
-func (c *Comm) slotOfLocked(r int) int { return c.world.layout.Ranks[c.worldRank(r)] }
+func (c *Comm) slotOfLocked(r int) int { return c.world.layout.Slot(c.worldRank(r)) }
 
 func (c *Comm) revokedErr(op string) error {
 	return &codes.Error{Code: codes.Revoked, Op: op, Rank: -1, Msg: fmt.Sprintf("%s: the communicator was revoked", op)}
@@ -187,9 +187,7 @@ func (c *Comm) revokeTo() []int {
 	slots := make([]int, c.size)
 	for r := range slots {
 		slots[r] = -1
-		if w := c.worldRank(r); w >= 0 && w < len(c.ranks) {
-			slots[r] = c.ranks[w]
-		}
+		slots[r] = c.layout.Slot(c.worldRank(r))
 	}
 	lost := func(r int) bool { return slots[r] < 0 || c.links.knownLost(slots[r]) }
 	to := topo.Neighbours(c.size, c.rank, lost)

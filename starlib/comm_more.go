@@ -133,8 +133,8 @@ func commLayout(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []star
 	}
 	d := starlark.NewDict(5)
 	d.SetKey(starlark.String("generation"), starlark.MakeInt(l.Gen))
-	d.SetKey(starlark.String("size"), starlark.MakeInt(len(l.Ranks)))
-	d.SetKey(starlark.String("ranks"), ints(l.Ranks))
+	d.SetKey(starlark.String("size"), starlark.MakeInt(l.Size()))
+	d.SetKey(starlark.String("ranks"), ints(l.Ranks()))
 	d.SetKey(starlark.String("spares"), ints(l.Spares))
 	d.SetKey(starlark.String("lost"), ints(l.Lost))
 	return d, nil

@@ -851,10 +851,10 @@ func sperligo_where(rank, size *C.int, gen *C.uint32_t, slot *C.int) {
 func sperligo_layout(buf *C.int, capacity C.size_t, n *C.size_t) {
 	defer guard()
 	l := need().c.Layout()
-	*n = C.size_t(len(l.Ranks))
-	if len(l.Ranks) > 0 && uint64(capacity) >= uint64(len(l.Ranks)) {
-		dst := unsafe.Slice(buf, len(l.Ranks))
-		for i, sl := range l.Ranks {
+	*n = C.size_t(l.Size())
+	if l.Size() > 0 && uint64(capacity) >= uint64(l.Size()) {
+		dst := unsafe.Slice(buf, l.Size())
+		for i, sl := range l.All() {
 			dst[i] = C.int(sl)
 		}
 	}
