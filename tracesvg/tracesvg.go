@@ -8,7 +8,6 @@ package tracesvg
 import (
 	"encoding/json"
 	"fmt"
-	"html"
 	"io"
 	"math"
 	"slices"
@@ -440,7 +439,13 @@ func cut(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-func esc(s string) string { return html.EscapeString(s) }
+// escaper is html.EscapeString's replacements. The html package is not
+// imported: its init builds a table of every named entity, about 1.5 ms of
+// every process's start, and every rank process is this binary
+// (docs/scale.md).
+var escaper = strings.NewReplacer(`&`, "&amp;", `'`, "&#39;", `<`, "&lt;", `>`, "&gt;", `"`, "&#34;")
+
+func esc(s string) string { return escaper.Replace(s) }
 
 type printer struct {
 	w   io.Writer

@@ -3,6 +3,7 @@ package tracesvg
 import (
 	"bytes"
 	"encoding/xml"
+	"html"
 	"io"
 	"strconv"
 	"strings"
@@ -144,6 +145,15 @@ func TestCategory(t *testing.T) {
 		"recovery to generation 2": "recovery", "pid 12": "process", "agree": "ulfm", "wait": "wait", "join": "join", "mystery": "other"} {
 		if got := Category(name); got != want {
 			t.Errorf("Category(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// esc escapes as html.EscapeString does, without the html package.
+func TestEsc(t *testing.T) {
+	for _, s := range []string{"", "plain", `<a href="x">'&'</a>`, "&amp; <<>> \"'", "ünï <ç>"} {
+		if got, want := esc(s), html.EscapeString(s); got != want {
+			t.Errorf("esc(%q) = %q, want %q", s, got, want)
 		}
 	}
 }
