@@ -408,6 +408,12 @@ func (g *generations) trySayLocked(r record.Gen) {
 	if r.Gen <= g.gen {
 		return
 	}
+	// Fewer reports than live slots: not yet (without walking the
+	// layout, which made every report O(ranks) and a generation of a
+	// large job O(ranks²) here).
+	if len(g.seen[r.Gen]) < len(r.Ranks)+len(r.Spares) {
+		return
+	}
 	live := append(slices.Clone(r.Ranks), r.Spares...)
 	for _, s := range live {
 		if !g.seen[r.Gen][s] {

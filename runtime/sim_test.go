@@ -13,6 +13,8 @@ import (
 	"io"
 	"net"
 	"os"
+	goruntime "runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,7 +51,9 @@ import (
 //
 // TestSimulation runs 1,000 slots (make test, without the race detector);
 // SPERLI_SIM=1000,10000 (make sim) runs the sizes it lists and prints
-// their figures.
+// their figures; SPERLI_SIM_BUF_KIB=N makes the links' buffers N KiB, and
+// SPERLI_SIM_HEAP=FILE writes a heap profile of what the slots hold when
+// they are done (docs/scale.md, where the simulation's memory goes).
 
 const (
 	// simLatency is one way's latency of the simulated network: a
@@ -461,6 +465,11 @@ func simulateIn(t *testing.T, n int) simResult {
 		}
 		t.FailNow()
 	}
+	if path := os.Getenv("SPERLI_SIM_HEAP"); path != "" {
+		// What every slot holds at the end, its links still open
+		// (docs/scale.md: where the simulation's memory goes).
+		writeHeap(t, path)
+	}
 	crash := <-crashed
 	r.sums, r.joinLinks = sums, statOf(joinLinks)
 	for s := range slots {
@@ -513,4 +522,21 @@ func simulateIn(t *testing.T, n int) simResult {
 		ln.Close()
 	}
 	return r
+}
+
+// writeHeap writes a heap profile of what is live now to path.
+func writeHeap(t *testing.T, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	goruntime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Fatal(err)
+	}
+	var m goruntime.MemStats
+	goruntime.ReadMemStats(&m)
+	t.Logf("live now: %d goroutines, heap in use %d MiB, stacks %d MiB, other runtime %d MiB",
+		goruntime.NumGoroutine(), m.HeapInuse>>20, m.StackInuse>>20, (m.Sys-m.HeapSys-m.StackSys)>>20)
 }
