@@ -12,7 +12,7 @@ package job
 //
 //	every slot:  put sperli-p-<slot> = {host, port, pub}; barrier
 //	slot 0:      get every sperli-p-*; put sperli-job = {id, ca, jobkey,
-//	             hosts} and sperli-c-<slot> = {cert, token} for each slot,
+//	             hosts or runs} and sperli-c-<slot> = {cert, token} for each slot,
 //	             or sperli-err = {code, msg} if it refuses; barrier
 //	every slot:  barrier (the second); get sperli-err, sperli-job,
 //	             sperli-c-<own slot>; check; finalize
@@ -98,9 +98,13 @@ type pmiSlot struct {
 
 // pmiJob is what slot 0 publishes for all.
 type pmiJob struct {
-	ID     string `json:"job"`
-	Size   int    `json:"size"`
-	Hosts  []Host `json:"hosts"`
+	ID    string `json:"job"`
+	Size  int    `json:"size"`
+	Hosts []Host `json:"hosts,omitempty"`
+	// Runs is the host table as runs (Compact) when that is shorter —
+	// with srun's reserved ports a run a node, so that what every slot
+	// reads is O(nodes), not O(ranks) (SPEC §18) — and Hosts is empty.
+	Runs   []Run  `json:"runs,omitempty"`
 	CA     []byte `json:"ca"`
 	JobKey []byte `json:"jobkey"`
 }
@@ -245,7 +249,19 @@ func (p *pmiClient) bootstrap(rank, size int, e Env) (_ *Job, err error) {
 	if pj.Size != size {
 		return nil, pmiErr("slot 0 made a job of %d ranks, PMI_SIZE is %d", pj.Size, size)
 	}
-	if len(pj.Hosts) != size || pj.Hosts[rank].Host != self.Host || pj.Hosts[rank].Port != self.Port {
+	j := &Job{Version: Version, ID: pj.ID, Rank: rank, Size: size, Hosts: pj.Hosts, Runs: pj.Runs}
+	if (pj.Hosts == nil) == (pj.Runs == nil) {
+		return nil, pmiErr("slot 0's job has %d host entries and %d runs, want one of the two", len(pj.Hosts), len(pj.Runs))
+	}
+	if pj.Runs != nil {
+		if err := checkRuns(pj.Runs, size); err != nil {
+			return nil, pmiErr("slot 0's host table: %v", err)
+		}
+	}
+	if len(pj.Hosts) != 0 && len(pj.Hosts) != size {
+		return nil, pmiErr("slot 0's host table has %d entries, want %d", len(pj.Hosts), size)
+	}
+	if h := j.HostOf(rank); h.Host != self.Host || h.Port != self.Port {
 		return nil, pmiErr("slot 0's host table does not hold this slot as it published itself (%s port %d)", self.Host, self.Port)
 	}
 	cert, err := x509.ParseCertificate(pc.Cert)
@@ -255,10 +271,7 @@ func (p *pmiClient) bootstrap(rank, size int, e Env) (_ *Job, err error) {
 	if certPub, ok := cert.PublicKey.(ed25519.PublicKey); !ok || !certPub.Equal(pub) {
 		return nil, pmiErr("the certificate slot 0 made for slot %d is not for this slot's key", rank)
 	}
-	j := &Job{
-		Version: Version, ID: pj.ID, Rank: rank, Size: size, Hosts: pj.Hosts,
-		CA: pj.CA, Cert: pc.Cert, Key: priv.Seed(), JobKey: pj.JobKey, JobSecret: jobSecret, Token: pc.Token, Env: &e,
-	}
+	j.CA, j.Cert, j.Key, j.JobKey, j.JobSecret, j.Token, j.Env = pj.CA, pc.Cert, priv.Seed(), pj.JobKey, jobSecret, pc.Token, &e
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
@@ -336,7 +349,11 @@ func (p *pmiClient) certifyAll(size int, refusedEnv string) ([]byte, error) {
 		}
 		certs[r] = pmiCert{Cert: der, Token: tok}
 	}
-	if err := p.putRecord(pmiKeyJob, pmiJob{ID: ident.ID, Size: size, Hosts: hosts, CA: ident.CA.CertDER, JobKey: pubBytes}); err != nil {
+	pj := pmiJob{ID: ident.ID, Size: size, Hosts: hosts, CA: ident.CA.CertDER, JobKey: pubBytes}
+	if runs := Compact(hosts); runs != nil {
+		pj.Hosts, pj.Runs = nil, runs
+	}
+	if err := p.putRecord(pmiKeyJob, pj); err != nil {
 		return nil, err
 	}
 	for r := range certs {

@@ -253,6 +253,58 @@ func TestPMIBootstrap(t *testing.T) {
 	}
 }
 
+// TestPMIBootstrapRuns: with ports srun reserved (consecutive on a node),
+// slot 0 publishes the host table as runs and every slot's description
+// holds runs, not a table of every slot (SPEC §18: O(nodes) to read).
+func TestPMIBootstrapRuns(t *testing.T) {
+	const n = 4
+	base := freePorts(t, n)
+	f := newFakePMI(t, n)
+	f.start()
+	res := f.bootAll(pmiCtx(t), func(i int) Env {
+		return Env{PMI: PMIEnv{FD: f.fds[i], Rank: strconv.Itoa(i), Size: strconv.Itoa(n), LaunchIP: "127.0.0.1",
+			ResvPorts: fmt.Sprintf("%d-%d", base, base+n-1), LocalID: strconv.Itoa(i)}}
+	}, -1)
+	for i, r := range res {
+		if r.err != nil {
+			t.Fatalf("slot %d: %v", i, r.err)
+		}
+		if r.j.Hosts != nil || len(r.j.Runs) != 1 || r.j.Runs[0] != (Run{Host: "127.0.0.1", Port: base, Count: n}) {
+			t.Errorf("slot %d: hosts %v runs %v, want one run of %d from port %d", i, r.j.Hosts, r.j.Runs, n, base)
+		}
+		if h := r.j.HostOf(i); h.Port != base+i {
+			t.Errorf("slot %d listens at %v, want port %d", i, h, base+i)
+		}
+		if err := r.j.Validate(); err != nil {
+			t.Errorf("slot %d: %v", i, err)
+		}
+	}
+}
+
+// freePorts returns the first of n consecutive ports free on 127.0.0.1
+// now (srun's reserved range in TestPMIBootstrapRuns).
+func freePorts(t *testing.T, n int) int {
+	t.Helper()
+	for base := 40000 + os.Getpid()%1000*16; base < 65000; base += 97 {
+		var lns []net.Listener
+		for p := base; p < base+n; p++ {
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			if err != nil {
+				break
+			}
+			lns = append(lns, ln)
+		}
+		for _, ln := range lns {
+			ln.Close()
+		}
+		if len(lns) == n {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports on 127.0.0.1", n)
+	return 0
+}
+
 // TestPMIRefusedHost: a host table naming a refused host is H1614 on every
 // slot, slot 0 refusing to certify it and the others told so.
 func TestPMIRefusedHost(t *testing.T) {
@@ -340,6 +392,9 @@ func TestPMIHostileAnswers(t *testing.T) {
 		{"slot key too short", 0, onRecord("sperli-p-1", base64.RawURLEncoding.EncodeToString([]byte(`{"host":"127.0.0.1","port":5,"pub":"AAAA"}`))), "public key of 3 bytes"},
 		{"slot port out of range", 0, onRecord("sperli-p-1", base64.RawURLEncoding.EncodeToString([]byte(`{"host":"127.0.0.1","port":70000,"pub":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}`))), "port 70000"},
 		{"slot host bad", 0, onRecord("sperli-p-1", base64.RawURLEncoding.EncodeToString([]byte(`{"host":"a b","port":5,"pub":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}`))), `host "a b"`},
+		{"job with hosts and runs", 1, onRecord("sperli-job", base64.RawURLEncoding.EncodeToString([]byte(`{"job":"x","size":2,"hosts":[{"host":"a","port":1},{"host":"a","port":2}],"runs":[{"host":"a","port":1,"count":2}],"ca":"","jobkey":""}`))), "2 host entries and 1 runs"},
+		{"job with runs of another size", 1, onRecord("sperli-job", base64.RawURLEncoding.EncodeToString([]byte(`{"job":"x","size":2,"runs":[{"host":"a","port":1,"count":1}],"ca":"","jobkey":""}`))), "runs hold 1 slots, want 2"},
+		{"job with runs not holding this slot", 1, onRecord("sperli-job", base64.RawURLEncoding.EncodeToString([]byte(`{"job":"x","size":2,"runs":[{"host":"a","port":1,"count":2}],"ca":"","jobkey":""}`))), "does not hold this slot"},
 		{"refusal with an unknown code", 1, onGets(map[string]string{"sperli-err.n": "1", "sperli-err.0": base64.RawURLEncoding.EncodeToString([]byte(`{"code":"H9999","msg":"forged"}`))}), "forged (from slot 0)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
