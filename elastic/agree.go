@@ -271,7 +271,21 @@ type Agreement struct {
 	heard      map[int]bool // the members a message of this instance came from
 	liar       int          // the slot that lied, or -1
 	err        error
+	// verified are proofs whose signature checked (checkProof): a
+	// decision comes again in every confirm and final, and its signature
+	// is checked once. At most maxVerified; an honest agreement has one.
+	verified []verifiedProof
 }
+
+// verifiedProof is a proof whose signature checked, and its value.
+type verifiedProof struct {
+	origin int
+	ballot uint64
+	sig    string
+	value  string
+}
+
+const maxVerified = 4
 
 // NewAgreement begins this slot's part in the agreement on the layout
 // after cur: the value is cur.Next of the failed slots, encoded.
@@ -396,7 +410,10 @@ func (a *Agreement) gen() int { return a.inst }
 // both decide.
 func (a *Agreement) quorum() int { return len(a.live)/2 + 1 }
 
-func (a *Agreement) member(s int) bool { return slices.Contains(a.live, s) }
+func (a *Agreement) member(s int) bool {
+	_, ok := slices.BinarySearch(a.live, s)
+	return ok
+}
 
 // coordinator is the lowest slot of cur this slot does not know lost.
 func (a *Agreement) coordinator() int {
@@ -408,14 +425,30 @@ func (a *Agreement) coordinator() int {
 	return -1
 }
 
+// failed is the members known lost, ascending. Only members are ever in
+// lost (Suspect), so this is O(losses), not O(members): it runs at every
+// message.
 func (a *Agreement) failed() []int {
 	var out []int
-	for _, s := range a.live {
-		if a.lost[s] {
-			out = append(out, s)
+	for s := range a.lost {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// allAnswered reports whether every live member answered this phase. The
+// answers come from members not known lost when they came (Receive), so
+// it counts them less those lost since: O(losses) at each message, where
+// walking the members made a coordinator's phase O(members²).
+func (a *Agreement) allAnswered() bool {
+	have := len(a.answers)
+	for s := range a.lost {
+		if _, ok := a.answers[s]; ok {
+			have--
 		}
 	}
-	return out
+	return have == len(a.live)-len(a.lost)
 }
 
 // Failed is every slot of cur this slot knows lost, ascending.
@@ -653,8 +686,14 @@ func (a *Agreement) checkProof(from int, m Msg) error {
 	if p.Origin == a.self && len(a.keys.Own) == ed25519.PrivateKeySize {
 		key = a.keys.Own.Public().(ed25519.PublicKey)
 	}
-	if len(key) != ed25519.PublicKeySize || !ed25519.Verify(key, a.keys.message(a.inst, p.Ballot, m.Value), p.Sig) {
-		return a.lieErr(from, "a %v whose proof is not slot %d's signature of its value", m.Kind, p.Origin)
+	seen := verifiedProof{p.Origin, p.Ballot, string(p.Sig), string(m.Value)}
+	if !slices.Contains(a.verified, seen) {
+		if len(key) != ed25519.PublicKeySize || !ed25519.Verify(key, a.keys.message(a.inst, p.Ballot, m.Value), p.Sig) {
+			return a.lieErr(from, "a %v whose proof is not slot %d's signature of its value", m.Kind, p.Origin)
+		}
+		if len(a.verified) < maxVerified {
+			a.verified = append(a.verified, seen)
+		}
 	}
 	for _, s := range a.live {
 		if s == p.Origin {
@@ -790,9 +829,8 @@ func (a *Agreement) step() []Out {
 	if a.err != nil || a.decided != nil || !a.started || !a.ready {
 		return nil
 	}
-	alive := a.alive()
-	if len(alive) < a.quorum() {
-		a.err = codes.New(codes.PeerLost, "agreement on generation %d: %d of %d slots live, fewer than a majority (lost: %v)", a.gen(), len(alive), len(a.live), a.failed())
+	if alive := len(a.live) - len(a.lost); alive < a.quorum() {
+		a.err = codes.New(codes.PeerLost, "agreement on generation %d: %d of %d slots live, fewer than a majority (lost: %v)", a.gen(), alive, len(a.live), a.failed())
 		return nil
 	}
 	if c := a.coordinator(); c != a.self {
@@ -807,10 +845,8 @@ func (a *Agreement) step() []Out {
 	if a.ballot == 0 {
 		return a.begin()
 	}
-	for _, s := range alive {
-		if _, ok := a.answers[s]; !ok {
-			return nil
-		}
+	if !a.allAnswered() {
+		return nil
 	}
 	if a.phase == Prepare {
 		// The value: the accepted layout of the highest ballot if any
@@ -837,7 +873,7 @@ func (a *Agreement) step() []Out {
 		a.answers = map[int]Msg{a.self: {Kind: Accepted, Ballot: a.ballot}}
 		a.promised, a.accBallot, a.accepted = a.ballot, a.ballot, best
 		var out []Out
-		for _, s := range alive {
+		for _, s := range a.alive() {
 			if s != a.self {
 				out = append(out, Out{s, Msg{Kind: Accept, Gen: a.gen(), Ballot: a.ballot, Value: best}})
 			}

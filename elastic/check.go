@@ -38,10 +38,8 @@ import (
 // checkPos maps the members to the check tree's positions: the highest
 // member is position 0, the root.
 func (a *Agreement) checkPos(slot int) int {
-	for i, s := range a.live {
-		if s == slot {
-			return len(a.live) - 1 - i
-		}
+	if i, ok := slices.BinarySearch(a.live, slot); ok {
+		return len(a.live) - 1 - i
 	}
 	return -1
 }

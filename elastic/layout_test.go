@@ -95,6 +95,11 @@ func TestLayoutRunsMatchTheRule(t *testing.T) {
 			if next.Size() != len(ranks) || next.Runs() > 1+2*changes {
 				t.Fatalf("case %d: size %d runs %d after %d losses", i, next.Size(), next.Runs(), changes)
 			}
+			live := append(slices.Clone(ranks), spares...)
+			slices.Sort(live)
+			if got := next.Live(); !slices.Equal(got, live) {
+				t.Fatalf("case %d: Live() = %v, want %v", i, got, live)
+			}
 			for slot := -1; slot <= n+s; slot++ {
 				r, ok := next.RankOf(slot)
 				if want := slices.Index(ranks, slot); r != want || ok != (want >= 0) {
