@@ -717,6 +717,13 @@ func (a *Agreement) checkProof(from int, m Msg) error {
 // answers at once, so one awaited for long while it lives holds the
 // agreement up (the caller names it).
 func (a *Agreement) Awaited() (int, string) {
+	return a.awaited()
+}
+
+// Heard reports whether a message of this instance came from slot s.
+func (a *Agreement) Heard(s int) bool { return a.heard[s] }
+
+func (a *Agreement) awaited() (int, string) {
 	if a.err != nil || !a.started {
 		return -1, ""
 	}

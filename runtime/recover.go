@@ -55,6 +55,9 @@ type recovery struct {
 	// stallTimer says a look is due; loop only.
 	stall      awaited
 	stallTimer bool
+	// held is a report to the coordinator this slot holds back for
+	// reportWait (sendAs), or nil; loop only.
+	held *heldReport
 }
 
 // awaited is a member an agreement waits on (elastic's Awaited), in the
@@ -74,6 +77,7 @@ type recEvent struct {
 	request []byte // shrink or grow asked for by this rank's program
 	check   bool   // a claimed loss may be past its wait (checkClaims)
 	stall   bool   // an agreement may wait on a silent member (checkStall)
+	report  bool   // a held report may be due (sendHeld)
 }
 
 // note records the loss of slot in LossReturn mode: no agreement starts.
@@ -153,7 +157,7 @@ func (r *recovery) loop() {
 			}
 			e := r.events[0]
 			r.events = r.events[1:]
-			if e.lost < 0 && e.request == nil && !e.check && !e.stall {
+			if e.lost < 0 && e.request == nil && !e.check && !e.stall && !e.report {
 				r.queued[e.from]--
 			}
 			r.mu.Unlock()
@@ -166,6 +170,10 @@ func (r *recovery) handle(e recEvent) {
 	if e.stall {
 		r.stallTimer = false
 		r.checkStall()
+		return
+	}
+	if e.report {
+		r.sendHeld()
 		return
 	}
 	if e.check {
@@ -608,13 +616,64 @@ func (r *recovery) sendAs(purpose byte, outs []elastic.Out) {
 		if o.To < 0 || o.To >= r.l.slots || o.To == r.l.self {
 			continue
 		}
-		b, err := o.Msg.MarshalBinary()
-		if err != nil || len(b) >= wire.MaxAgree {
-			r.end(codes.New(codes.JobEnded, "agreement: a message does not encode: %v", err))
+		if o.Msg.Kind == elastic.Report && purpose == agreeLayout && r.l.slots > relayAbove {
+			r.holdReport(purpose, o)
+			continue
+		}
+		if !r.sendOut(purpose, o) {
 			return
 		}
-		r.l.sendAgree(o.To, append([]byte{purpose}, b...))
 	}
+}
+
+// Reports held back. Every slot that begins the agreement on a layout
+// tells the coordinator so (a report), in case the coordinator did not
+// see the loss; but the news of a loss reaches every slot, the coordinator
+// too, within a few hops (news.go), and in a large job the n reports,
+// relayed over the tree and each verified there, were a third of all the
+// coordinator read. Above relayAbove slots a report waits reportWait and
+// goes only if the coordinator's prepare has not come by then.
+type heldReport struct {
+	purpose byte
+	gen     int
+	out     elastic.Out
+}
+
+// reportWait is how long a report is held: many times the hops of the
+// news, and a small part of the wait for a silent member (claimWait).
+func (r *recovery) reportWait() time.Duration {
+	return min(r.claimWait()/8, 250*time.Millisecond)
+}
+
+func (r *recovery) holdReport(purpose byte, o elastic.Out) {
+	first := r.held == nil
+	r.held = &heldReport{purpose: purpose, gen: r.layout.Gen + 1, out: o}
+	if first {
+		time.AfterFunc(r.reportWait(), func() { r.post(recEvent{lost: -1, report: true}) })
+	}
+}
+
+// sendHeld sends the held report unless the agreement it is of is over or
+// its coordinator was heard from.
+func (r *recovery) sendHeld() {
+	h := r.held
+	r.held = nil
+	if h == nil || r.muted || r.eng == nil || r.engPurpose != h.purpose || h.gen != r.layout.Gen+1 || r.eng.Heard(h.out.To) {
+		return
+	}
+	r.sendOut(h.purpose, h.out)
+}
+
+// sendOut sends one message of the agreement; false when it does not
+// encode, which ends the job.
+func (r *recovery) sendOut(purpose byte, o elastic.Out) bool {
+	b, err := o.Msg.MarshalBinary()
+	if err != nil || len(b) >= wire.MaxAgree {
+		r.end(codes.New(codes.JobEnded, "agreement: a message does not encode: %v", err))
+		return false
+	}
+	r.l.sendAgree(o.To, append([]byte{purpose}, b...))
+	return true
 }
 
 // progress acts on the engine's outcome: a decided layout is entered; an

@@ -198,6 +198,12 @@ func (r simResult) check(t *testing.T) {
 	if r.n+1 > runtime.RelayAbove() && r.relayed == 0 {
 		t.Errorf("no agreement message was relayed in a job of %d slots", r.n+1)
 	}
+	// The coordinator reads a promise and an accepted of every slot; the
+	// slots' reports to it are held back while its prepare comes first
+	// (recover.go, holdReport): 3n frames when they were not.
+	if lim := int64(2*(r.n+1) + r.n/4); r.n+1 > runtime.RelayAbove() && r.frames.max > lim {
+		t.Errorf("a slot read %d frames by generation 1, want at most %d (a promise and an accepted of each slot, and a quarter more)", r.frames.max, lim)
+	}
 }
 
 // maxNeighbours is the most links topo gives a slot of a job of n.
