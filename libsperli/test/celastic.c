@@ -17,7 +17,8 @@
  *       ROUNDS allreduces of 1 each; one that fails (1611, or 1626 from a
  *       revoke) makes the rank note sperli_failed, revoke, shrink and redo
  *       the round in the smaller world, with an agree that every rank came
- *       through. Rank 0 prints "size=N rounds=R total=T generation=G".
+ *       through and the least of the rounds done (a round the loss cut may
+ *       have ended at some ranks only). Rank 0 prints "size=N rounds=R total=T generation=G".
  *   celastic grow ROUNDS
  *       as ulfm, but with sperli_grow: a promoted spare joins in a later
  *       generation and runs from its start, the size stays; a round is an
@@ -130,7 +131,7 @@ static int ulfm(sperli_t s, int64_t rounds, int grow) {
     uint32_t joined;
     sperli_generation(s, &joined);
     if ((rc = sperli_set_on_loss(s, SPERLI_LOSS_RETURN)) != 0) return end(s, rc);
-    int64_t done = 0, total = 0;
+    int64_t done = 0, total = 0, last = 0;
     for (int attempt = 0; done < rounds && attempt < 100; attempt++) {
         int64_t got;
         /* grow: a promoted spare starts from 0; the max of the rounds done
@@ -142,6 +143,7 @@ static int ulfm(sperli_t s, int64_t rounds, int grow) {
             } else {
                 done++;
                 total += got;
+                last = got;
             }
             continue;
         }
@@ -164,6 +166,20 @@ static int ulfm(sperli_t s, int64_t rounds, int grow) {
         if (flag != 1) {
             fprintf(stderr, "celastic: agree gave %llu, want 1\n", (unsigned long long)flag);
             return end(s, 1);
+        }
+        /* A collective the loss cut may have completed at some ranks and
+         * failed at others (as in MPI's ULFM): the survivors agree on the
+         * rounds every one of them did, and one that did one more takes it
+         * back and does it again in the smaller world. */
+        int64_t least;
+        if ((rc = round1(s, SPERLI_MIN, done, &least)) != 0) return end(s, rc);
+        if (least < done) {
+            if (done - least != 1) {
+                fprintf(stderr, "celastic: %lld rounds done here, %lld by another rank\n", (long long)done, (long long)least);
+                return end(s, 1);
+            }
+            done = least;
+            total -= last;
         }
     }
     int rank, size;
