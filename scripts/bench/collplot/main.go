@@ -3,6 +3,9 @@
 //
 //	collplot -svg docs/collectives.svg -machine "2 cores, ..." < sweep.tsv
 //
+// (-y names what the times are in the caption, -sperli Sperli's line in the
+// legend: docs/scale.svg plots whole jobs' wall times with them.)
+//
 // Its input has one measurement a line, fields separated by tabs:
 //
 //	OP  BYTES  RANKS  OPEN_MPI_US  SPERLI_US
@@ -40,6 +43,8 @@ type series struct {
 func main() {
 	svg := flag.String("svg", "", "write the plot to this file")
 	machine := flag.String("machine", "", "the machine, for the plot's caption")
+	flag.StringVar(&yLabel, "y", yLabel, "what the times are, for the plot's caption")
+	flag.StringVar(&sperliLabel, "sperli", sperliLabel, "Sperli's name in the legend")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "usage: collplot [-svg FILE] [-machine TEXT] < sweep.tsv")
@@ -159,10 +164,18 @@ func markdown(ss []*series) string {
 }
 
 // plot draws a grid of panels, one per series, log-log.
+// The plot's caption for the times, and Sperli's name in its legend
+// (flags -y and -sperli).
+var (
+	yLabel      = "per-call time (µs, log)"
+	sperliLabel = "Sperli (Go ranks, TLS 1.3)"
+)
+
 func plot(ss []*series, machine string) []byte {
-	const cols, pw, ph, padL, padT, padB, gap = 5, 200, 170, 55, 40, 30, 20
+	const pw, ph, padL, padT, padB, gap = 200, 170, 55, 40, 30, 20
+	cols := min(5, len(ss))
 	rows := (len(ss) + cols - 1) / cols
-	w := cols*(padL+pw+gap) + gap
+	w := max(cols*(padL+pw+gap)+gap, 620)
 	h := rows*(padT+ph+padB) + 60
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif">`, w, h)
@@ -172,13 +185,13 @@ func plot(ss []*series, machine string) []byte {
 		y0 := 20 + (i/cols)*(padT+ph+padB) + padT
 		b.WriteString(panel(s, x0, y0, pw, ph))
 	}
-	legend := []struct{ color, name string }{{"#d62728", "Sperli (Go ranks, TLS 1.3)"}, {"#1f77b4", "Open MPI (TCP)"}}
+	legend := []struct{ color, name string }{{"#d62728", sperliLabel}, {"#1f77b4", "Open MPI (TCP)"}}
 	for i, l := range legend {
 		x := gap + padL + i*260
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`, x, h-30, x+24, h-30, l.color)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="12" fill="%s">%s</text>`, x+30, h-26, l.color, l.name)
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" text-anchor="middle">per-call time (µs, log) against ranks (log); %s</text>`, w/2, h-8, escape(machine))
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" text-anchor="middle">%s against ranks (log); %s</text>`, w/2, h-8, escape(yLabel), escape(machine))
 	b.WriteString("</svg>\n")
 	return []byte(b.String())
 }
