@@ -136,6 +136,15 @@ func (l Layout) All() iter.Seq2[int, int] {
 	}
 }
 
+// RunList is the ranks as runs in rank order, each {first slot, count}.
+func (l Layout) RunList() [][2]int {
+	out := make([][2]int, len(l.runs))
+	for i, x := range l.runs {
+		out[i] = [2]int{x.slot, x.n}
+	}
+	return out
+}
+
 // Runs is the number of runs the ranks are held in (1 at launch).
 func (l Layout) Runs() int { return len(l.runs) }
 

@@ -333,8 +333,38 @@ func (g *generations) report(slot int, line []byte) int {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if r.Runs != nil {
+		if first, ok := g.lines[r.Gen]; ok && slices.Equal(first.Runs, r.Runs) {
+			r.Ranks = first.Ranks // one expansion a generation, not one a slot
+		} else if r.Ranks = ranksOfRuns(r.Runs, r.Size, len(g.procs)); r.Ranks == nil {
+			return -1
+		}
+	}
 	g.seenLocked(slot, r)
 	return r.Gen
+}
+
+// ranksOfRuns is the slot of each rank of a report's runs, or nil when
+// they are not size ranks within the job's slots (a report is sealed by a
+// slot of the job, but what it says is checked before it is used).
+func ranksOfRuns(runs [][2]int, size, slots int) []int {
+	total := 0
+	for _, x := range runs {
+		if x[0] < 0 || x[0] >= slots || x[1] < 1 || x[1] > slots-x[0] {
+			return nil
+		}
+		total += x[1]
+	}
+	if total != size || size > slots {
+		return nil
+	}
+	out := make([]int, 0, size)
+	for _, x := range runs {
+		for i := range x[1] {
+			out = append(out, x[0]+i)
+		}
+	}
+	return out
 }
 
 // zombieLocked reports whether slot, reporting of generation gen, was

@@ -61,3 +61,61 @@ func TestZombieSpareReport(t *testing.T) {
 		t.Errorf("a spare's loss said %d times, want once: %q", n, said)
 	}
 }
+
+// TestGenerationRuns: slots report a generation's ranks as runs (O(changes)
+// a report); the launcher makes the ranks of them once, says the
+// generation when every live slot reported it, and drops reports whose
+// runs do not hold the generation's ranks within the job's slots.
+func TestGenerationRuns(t *testing.T) {
+	var mu sync.Mutex
+	var said []string
+	g := &generations{say: func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		said = append(said, fmt.Sprintf(f, a...))
+	}}
+	procs := make([]*rankProc, 5)
+	g.start("j", 0, 4, 1, procs)
+	report := func(slot int, r record.Gen) int {
+		r.Slot = slot
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.report(slot, b)
+	}
+	// Slot 1 lost, the spare (slot 4) takes rank 1: runs {0,1} {4,1} {2,2}.
+	runs := [][2]int{{0, 1}, {4, 1}, {2, 2}}
+	for _, bad := range []struct {
+		name string
+		runs [][2]int
+		size int
+	}{
+		{"a run past the slots", [][2]int{{0, 1}, {4, 2}, {2, 1}}, 4},
+		{"runs holding fewer ranks than the size", [][2]int{{0, 1}, {4, 1}}, 4},
+		{"a run of no slot", [][2]int{{0, 0}, {0, 1}, {4, 1}, {2, 2}}, 4},
+		{"a huge count", [][2]int{{0, 1 << 62}}, 4},
+		{"a negative slot", [][2]int{{-1, 1}}, 4},
+		{"a size past the slots", [][2]int{{0, 5}}, 6},
+	} {
+		if gen := report(0, record.Gen{Kind: "generation", Gen: 1, Size: bad.size, Runs: bad.runs, Lost: []int{1}}); gen != -1 {
+			t.Errorf("%s: report taken for generation %d", bad.name, gen)
+		}
+	}
+	for _, s := range []int{0, 2, 3, 4} {
+		if gen := report(s, record.Gen{Kind: "generation", Gen: 1, Size: 4, Runs: runs, Spares: []int{}, Lost: []int{1}}); gen != 1 {
+			t.Fatalf("slot %d's report: generation %d, want 1", s, gen)
+		}
+	}
+	g.mu.Lock()
+	ranks, gen := g.ranks, g.gen
+	g.mu.Unlock()
+	if gen != 1 || fmt.Sprint(ranks) != "[0 4 2 3]" {
+		t.Fatalf("generation %d with ranks %v, want 1 and [0 4 2 3]", gen, ranks)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(said) != 1 || !strings.Contains(said[0], "slot 4 on") || !strings.Contains(said[0], "takes rank 1") {
+		t.Fatalf("said %q, want the generation with slot 4 taking rank 1", said)
+	}
+}

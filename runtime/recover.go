@@ -828,7 +828,7 @@ func (r *recovery) report(kind, msg string, lost ...int) {
 	for _, s := range l.Lost {
 		causes = append(causes, fmt.Sprintf("slot %d: %s", s, r.failed[s]))
 	}
-	rep := record.Gen{Kind: kind, Gen: l.Gen, Slot: r.l.self, Rank: rank, Size: l.Size(), Ranks: l.Ranks(), Spares: l.Spares, Lost: l.Lost,
+	rep := record.Gen{Kind: kind, Gen: l.Gen, Slot: r.l.self, Rank: rank, Size: l.Size(), Runs: l.RunList(), Spares: l.Spares, Lost: l.Lost,
 		Cause: strings.Join(causes, "; "), Pid: r.l.proc.pid, Msg: msg, MS: time.Since(r.lossAt).Milliseconds()}
 	if lost != nil {
 		rep.Lost = lost
