@@ -364,6 +364,33 @@ func TestOneLiarCannotSendASlotAway(t *testing.T) {
 			t.Fatalf("slot 2 took slots %v for lost", f)
 		}
 	})
+	// A slot that stalled may be one the others left, and believes one
+	// slot that says so; but only soon after its stall, or a liar could
+	// send away any slot that ever stalled.
+	t.Run("to a slot that stalled long ago", func(t *testing.T) {
+		ctx := testCtx(t)
+		comms := start(t, ctx)
+		runtime.SetStalledForTest(comms[2], 500, time.Now().Add(-time.Hour))
+		newHostile(t, comms[1]).write(2, lie)
+		runtime.CloseLinkForTest(comms[1], 2)
+		_, err := comms[2].Recv(ctx, 0, 99)
+		wantCode(t, "slot 2", err, codes.ProtocolViolation)
+		if !strings.Contains(err.Error(), "protocol violation by slot 1: it told slot 2 that the others had declared it lost and closed its link") {
+			t.Fatalf("slot 2's error %q does not name slot 1 for its news", err)
+		}
+	})
+	t.Run("to a slot that just stalled", func(t *testing.T) {
+		ctx := testCtx(t)
+		comms := start(t, ctx)
+		runtime.SetStalledForTest(comms[2], 500, time.Now())
+		newHostile(t, comms[1]).write(2, lie)
+		runtime.CloseLinkForTest(comms[1], 2)
+		_, err := comms[2].Recv(ctx, 0, 99)
+		wantCode(t, "slot 2", err, codes.PeerLost)
+		if !strings.Contains(err.Error(), "declared lost") {
+			t.Fatalf("slot 2's error %q does not say it was declared lost", err)
+		}
+	})
 	t.Run("told by two", func(t *testing.T) {
 		ctx := testCtx(t)
 		comms := start(t, ctx)

@@ -232,3 +232,10 @@ func SetRelayAboveForTest(t interface{ Cleanup(func()) }, n int) {
 	relayAbove = n
 	t.Cleanup(func() { relayAbove = old })
 }
+
+// SetStalledForTest makes c's slot one whose detector saw it not run for
+// ms milliseconds, the stall seen at at (the job's clock). Test only.
+func SetStalledForTest(c *Comm, ms int64, at time.Time) {
+	c.links.stalledMS.Store(ms)
+	c.links.stalledAt.Store(at.UnixNano())
+}

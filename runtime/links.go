@@ -73,6 +73,7 @@ type links struct {
 
 	silenceMS  atomic.Int64 // this slot's silence limit
 	stalledMS  atomic.Int64 // how long this process last did not run (the detector's stall), 0 if never
+	stalledAt  atomic.Int64 // when that stall was seen (the job's clock, unix nanoseconds)
 	closingNow atomic.Bool  // Finish or Close under way: broken connections are expected
 	// outcast: the others declared this slot lost and went on without it
 	// (news.go, declaredLost). It ends and says nothing more: no news, no
@@ -471,6 +472,11 @@ func (l *links) monitor() {
 		beat, lost := d.step(l.now(), time.Now(), every, silence, seen, !l.jobOver() && l.joined.Load())
 		if d.stalled > 0 {
 			l.stalledMS.Store(max(1, d.stalled.Milliseconds()))
+			if at := d.resumed.UnixNano(); at != l.stalledAt.Swap(at) {
+				// Word that this slot was left, read before the stall was
+				// seen, is judged again with it (news.go).
+				l.judgeAllLeft()
+			}
 		}
 		if beat {
 			l.heartbeatAll()

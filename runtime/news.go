@@ -174,11 +174,38 @@ func (l *links) judgeLeft(from int, why string) {
 			break
 		}
 	}
-	if l.stalledMS.Load() > 0 || tellers >= 2 || alone {
+	if l.stalledRecently() || tellers >= 2 || alone {
 		if why == "" {
 			why = "it closed its link"
 		}
 		l.declaredLost(from, why)
+	}
+}
+
+// stalledRecently reports whether this process did not run for a while
+// (the detector's stall) recently enough that the others may have left it
+// for it: within three silence limits and a second of the stall's end.
+// A stall long ago is no reason to believe a single slot that says so
+// (one joined slot that lies could otherwise send away any slot that ever
+// stalled).
+func (l *links) stalledRecently() bool {
+	if l.stalledMS.Load() == 0 {
+		return false
+	}
+	window := 3*l.silence() + time.Second
+	return l.now().Sub(time.Unix(0, l.stalledAt.Load())) <= window
+}
+
+// judgeAllLeft judges again every word that this slot was left.
+func (l *links) judgeAllLeft() {
+	l.knownMu.Lock()
+	var from []int
+	for s := range l.left {
+		from = append(from, s)
+	}
+	l.knownMu.Unlock()
+	for _, s := range from {
+		l.judgeLeft(s, "")
 	}
 }
 
