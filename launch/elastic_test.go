@@ -16,22 +16,8 @@ import (
 // rank, and the report must not make the launcher end it. A live slot's
 // report of a spare's loss is taken, once.
 func TestZombieSpareReport(t *testing.T) {
-	var mu sync.Mutex
-	var said []string
-	g := &generations{say: func(f string, a ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		said = append(said, fmt.Sprintf(f, a...))
-	}}
-	g.start("j", 0, 3, 2, make([]*rankProc, 5))
-	report := func(slot int, r record.Gen) {
-		r.Slot = slot
-		b, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.report(slot, b)
-	}
+	g, said := newTestGenerations(3, 2)
+	report := func(slot int, r record.Gen) { reportTo(t, g, slot, r) }
 	// Generation 1: slot 0 lost, slot 3 takes rank 0. Slot 0's process
 	// has not ended (it is stopped), so the launcher holds the line.
 	for _, s := range []int{1, 2, 3, 4} {
@@ -46,10 +32,8 @@ func TestZombieSpareReport(t *testing.T) {
 	if !g.replaced(4) {
 		t.Fatal("a live slot's report of spare 4's loss was not taken")
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	n := 0
-	for _, s := range said {
+	for _, s := range said.lines() {
 		if strings.Contains(s, "(a spare) lost") {
 			n++
 			if !strings.HasPrefix(s, "slot 4 ") {
@@ -58,7 +42,7 @@ func TestZombieSpareReport(t *testing.T) {
 		}
 	}
 	if n != 1 {
-		t.Errorf("a spare's loss said %d times, want once: %q", n, said)
+		t.Errorf("a spare's loss said %d times, want once: %q", n, said.lines())
 	}
 }
 
@@ -67,23 +51,8 @@ func TestZombieSpareReport(t *testing.T) {
 // generation when every live slot reported it, and drops reports whose
 // runs do not hold the generation's ranks within the job's slots.
 func TestGenerationRuns(t *testing.T) {
-	var mu sync.Mutex
-	var said []string
-	g := &generations{say: func(f string, a ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		said = append(said, fmt.Sprintf(f, a...))
-	}}
-	procs := make([]*rankProc, 5)
-	g.start("j", 0, 4, 1, procs)
-	report := func(slot int, r record.Gen) int {
-		r.Slot = slot
-		b, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g.report(slot, b)
-	}
+	g, said := newTestGenerations(4, 1)
+	report := func(slot int, r record.Gen) int { return reportTo(t, g, slot, r) }
 	// Slot 1 lost, the spare (slot 4) takes rank 1: runs {0,1} {4,1} {2,2}.
 	runs := [][2]int{{0, 1}, {4, 1}, {2, 2}}
 	for _, bad := range []struct {
@@ -113,9 +82,44 @@ func TestGenerationRuns(t *testing.T) {
 	if gen != 1 || fmt.Sprint(ranks) != "[0 4 2 3]" {
 		t.Fatalf("generation %d with ranks %v, want 1 and [0 4 2 3]", gen, ranks)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(said) != 1 || !strings.Contains(said[0], "slot 4 on") || !strings.Contains(said[0], "takes rank 1") {
+	if said := said.lines(); len(said) != 1 || !strings.Contains(said[0], "slot 4 on") || !strings.Contains(said[0], "takes rank 1") {
 		t.Fatalf("said %q, want the generation with slot 4 taking rank 1", said)
 	}
+}
+
+// saidLines collects what a generations says.
+type saidLines struct {
+	mu   sync.Mutex
+	said []string
+}
+
+func (s *saidLines) lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.said...)
+}
+
+// newTestGenerations is the generations of a job of n ranks and spares
+// spares, no process started, and what it says.
+func newTestGenerations(n, spares int) (*generations, *saidLines) {
+	said := &saidLines{}
+	g := &generations{say: func(f string, a ...any) {
+		said.mu.Lock()
+		defer said.mu.Unlock()
+		said.said = append(said.said, fmt.Sprintf(f, a...))
+	}}
+	g.start("j", 0, n, spares, make([]*rankProc, n+spares))
+	return g, said
+}
+
+// reportTo hands g slot's report r, as its stream would: the generation
+// it marks, or -1.
+func reportTo(t *testing.T, g *generations, slot int, r record.Gen) int {
+	t.Helper()
+	r.Slot = slot
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g.report(slot, b)
 }

@@ -350,47 +350,39 @@ func TestOneLiarCannotSendASlotAway(t *testing.T) {
 		newHostile(t, comms[1]).write(2, lie, rawFrame{Type: tHeartbeat})
 		wantViolationBy(t, ctx, comms[2], comms[1], "slot 1: it told slot 2 that the others had declared it lost, then sent a heartbeat frame")
 	})
-	t.Run("and closes its link", func(t *testing.T) {
-		ctx := testCtx(t)
-		comms := start(t, ctx)
-		newHostile(t, comms[1]).write(2, lie)
-		runtime.CloseLinkForTest(comms[1], 2)
-		_, err := comms[2].Recv(ctx, 0, 99)
-		wantCode(t, "slot 2", err, codes.ProtocolViolation)
-		if !strings.Contains(err.Error(), "protocol violation by slot 1: it told slot 2 that the others had declared it lost and closed its link") {
-			t.Fatalf("slot 2's error %q does not name slot 1 for its news", err)
-		}
-		if f := comms[2].Failed(); len(f) != 0 {
-			t.Fatalf("slot 2 took slots %v for lost", f)
-		}
-	})
-	// A slot that stalled may be one the others left, and believes one
-	// slot that says so; but only soon after its stall, or a liar could
-	// send away any slot that ever stalled.
-	t.Run("to a slot that stalled long ago", func(t *testing.T) {
-		ctx := testCtx(t)
-		comms := start(t, ctx)
-		runtime.SetStalledForTest(comms[2], 500, time.Now().Add(-time.Hour))
-		newHostile(t, comms[1]).write(2, lie)
-		runtime.CloseLinkForTest(comms[1], 2)
-		_, err := comms[2].Recv(ctx, 0, 99)
-		wantCode(t, "slot 2", err, codes.ProtocolViolation)
-		if !strings.Contains(err.Error(), "protocol violation by slot 1: it told slot 2 that the others had declared it lost and closed its link") {
-			t.Fatalf("slot 2's error %q does not name slot 1 for its news", err)
-		}
-	})
-	t.Run("to a slot that just stalled", func(t *testing.T) {
-		ctx := testCtx(t)
-		comms := start(t, ctx)
-		runtime.SetStalledForTest(comms[2], 500, time.Now())
-		newHostile(t, comms[1]).write(2, lie)
-		runtime.CloseLinkForTest(comms[1], 2)
-		_, err := comms[2].Recv(ctx, 0, 99)
-		wantCode(t, "slot 2", err, codes.PeerLost)
-		if !strings.Contains(err.Error(), "declared lost") {
-			t.Fatalf("slot 2's error %q does not say it was declared lost", err)
-		}
-	})
+	// The liar closes its link after its lie. A slot that stalled may be
+	// one the others left, and believes one slot that says so; but only
+	// soon after its stall, or a liar could send away any slot that ever
+	// stalled.
+	named := "protocol violation by slot 1: it told slot 2 that the others had declared it lost and closed its link"
+	for _, tc := range []struct {
+		name    string
+		stalled time.Duration // how long ago slot 2 stalled; 0 never
+		code    codes.Code
+		says    string
+	}{
+		{"and closes its link", 0, codes.ProtocolViolation, named},
+		{"to a slot that stalled long ago", time.Hour, codes.ProtocolViolation, named},
+		{"to a slot that just stalled", time.Nanosecond, codes.PeerLost, "declared lost"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			comms := start(t, ctx)
+			if tc.stalled > 0 {
+				runtime.SetStalledForTest(comms[2], 500, time.Now().Add(-tc.stalled))
+			}
+			newHostile(t, comms[1]).write(2, lie)
+			runtime.CloseLinkForTest(comms[1], 2)
+			_, err := comms[2].Recv(ctx, 0, 99)
+			wantCode(t, "slot 2", err, tc.code)
+			if !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("slot 2's error %q does not say %q", err, tc.says)
+			}
+			if f := comms[2].Failed(); tc.code == codes.ProtocolViolation && len(f) != 0 {
+				t.Fatalf("slot 2 took slots %v for lost", f)
+			}
+		})
+	}
 	t.Run("told by two", func(t *testing.T) {
 		ctx := testCtx(t)
 		comms := start(t, ctx)
