@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"io"
+	"sort"
 	"time"
 
 	"sperli/runtime/mesh"
@@ -93,6 +95,12 @@ func CrashForTest(c *Comm) {
 	close(c.stopRec)
 	<-c.recDone
 	c.stopRec = make(chan struct{})
+	// Nor does it tell of anything: its readers see its connections break
+	// one by one as it breaks them, and without this a reader that ran
+	// before the last break told the peers still linked that the slot at
+	// its other end was lost — a lie no real crash tells (the simulation
+	// saw it under load: a live slot named lost, and H1627).
+	c.links.outcast.Store(true)
 	for _, p := range c.links.peerList() {
 		if p.Attached() {
 			p.Break()
@@ -196,6 +204,19 @@ func LossNewsForTest(c *Comm, slot int) (from int, at time.Time, ok bool) {
 	defer c.links.knownMu.Unlock()
 	k, ok := c.links.known[slot]
 	return k.from, k.at, ok
+}
+
+// KnownLossesForTest lists every loss c's slot knows of: the slot, whose
+// news told it (-1: its own sight) and why.
+func KnownLossesForTest(c *Comm) []string {
+	c.links.knownMu.Lock()
+	defer c.links.knownMu.Unlock()
+	var out []string
+	for s, k := range c.links.known {
+		out = append(out, fmt.Sprintf("slot %d (from %d at %v: %s)", s, k.from, k.at.Format("15:04:05.000000"), k.why))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // StopForTest makes c's slot as silent as a stopped process: its monitor

@@ -308,7 +308,11 @@ func TestSlowJoinIsNoLoss(t *testing.T) {
 	}
 	start(0)
 	start(2)
-	<-hold.first // rank 0's connection to rank 2
+	select {
+	case <-hold.first: // rank 0's connection to rank 2
+	case r0 := <-out[0]:
+		t.Fatalf("Init(rank 0) = %v before it reached rank 2", r0.err)
+	}
 	start(1)     // joins rank 0 at once, rank 2 only when released
 	r0 := <-out[0]
 	if r0.err != nil {

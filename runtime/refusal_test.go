@@ -334,9 +334,24 @@ func TestWrongListener(t *testing.T) {
 		MinVersion: tls.VersionTLS13, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool,
 		Certificates: []tls.Certificate{{Certificate: [][]byte{j1.Cert}, PrivateKey: ed25519.NewKeyFromSeed(j1.Key), Leaf: leaf}},
 	}
-	raw, err := f.lns[1].Accept()
-	if err != nil {
-		t.Fatal(err)
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		raw, err := f.lns[1].Accept()
+		if err != nil {
+			t.Error(err)
+		}
+		accepted <- raw
+	}()
+	var raw net.Conn
+	select {
+	case raw = <-accepted:
+		if raw == nil {
+			t.FailNow()
+		}
+	case r := <-dialer:
+		// (The listener is closed by the fixture's cleanup, which ends
+		// the Accept.)
+		t.Fatalf("Init(rank 0) = %v before it dialed the impostor", r.err)
 	}
 	raw.SetDeadline(time.Now().Add(20 * time.Second))
 	conn := tls.Server(raw, cfg)

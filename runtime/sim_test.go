@@ -464,6 +464,18 @@ func simulateIn(t *testing.T, n int) simResult {
 		}
 	}
 	if failed {
+		// Which slots knew which losses, and from whom: a loss besides
+		// the crash and the stop is how a recovery goes wrong.
+		for s, c := range comms {
+			if c == nil || s == r.victim || s == r.stopped {
+				continue
+			}
+			for _, k := range runtime.KnownLossesForTest(c) {
+				if !strings.HasPrefix(k, fmt.Sprintf("slot %d ", r.victim)) && !strings.HasPrefix(k, fmt.Sprintf("slot %d ", r.stopped)) {
+					t.Logf("slot %d knew %s", s, k)
+				}
+			}
+		}
 		for _, c := range comms {
 			if c != nil {
 				c.Close()
