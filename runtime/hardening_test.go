@@ -313,7 +313,7 @@ func TestSlowJoinIsNoLoss(t *testing.T) {
 	case r0 := <-out[0]:
 		t.Fatalf("Init(rank 0) = %v before it reached rank 2", r0.err)
 	}
-	start(1)     // joins rank 0 at once, rank 2 only when released
+	start(1) // joins rank 0 at once, rank 2 only when released
 	r0 := <-out[0]
 	if r0.err != nil {
 		t.Fatalf("Init(rank 0) = %v", r0.err)

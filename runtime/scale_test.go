@@ -109,6 +109,35 @@ func TestLinksOnDemand(t *testing.T) {
 	if !slices.Contains(runtime.LinkedForTest(comms[3]), 50) || !slices.Contains(runtime.LinkedForTest(comms[50]), 3) {
 		t.Fatalf("after the send, rank 3 links %v and rank 50 links %v: want each other", runtime.LinkedForTest(comms[3]), runtime.LinkedForTest(comms[50]))
 	}
+
+	// An alltoall of small blocks runs by bruck: each rank links to at
+	// most 2·log2(64) more ranks, not to every rank.
+	errs = each(comms, func(c *runtime.Comm) error {
+		data := make([]byte, 2*n)
+		for j := range n {
+			data[2*j], data[2*j+1] = byte(c.Rank()), byte(j)
+		}
+		got, err := c.Alltoall(ctx, data)
+		if err != nil {
+			return err
+		}
+		for j := range n {
+			if int(got[2*j]) != j || int(got[2*j+1]) != c.Rank() {
+				return fmt.Errorf("alltoall: block %d is rank %d's block for rank %d", j, got[2*j], got[2*j+1])
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for r, c := range comms {
+		if got, lim := len(runtime.LinkedForTest(c)), len(topo.Neighbours(n, r, nil))+2*6+1; got > lim {
+			t.Errorf("rank %d after an alltoall has %d links, want at most %d (tree, ring, bruck's partners and the send's)", r, got, lim)
+		}
+	}
 	for r, err := range each(comms, func(c *runtime.Comm) error { return c.Finish() }) {
 		if err != nil {
 			t.Fatalf("rank %d's Finish: %v", r, err)

@@ -5,7 +5,8 @@
 // up to 32 ranks; from 33 ranks, where a rank would otherwise open a link
 // to every rank, the tree (topo's spanning tree: a rank's partners are its
 // parent and at most 8 kids), the chain that folds large reductions, the
-// ring, and pairwise alltoall.
+// ring, bruck's alltoall for small blocks (2⌈log2 n⌉ partners) and
+// pairwise alltoall for the rest.
 // It does no I/O, reads no clock and starts no goroutine: a schedule sees
 // one call through a Link (its rank, its size, Send and Take of the
 // call's frames, Release, Mismatch) and folds reductions with the Fold it

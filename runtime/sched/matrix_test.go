@@ -31,8 +31,8 @@ import (
 // many roots (roots), as a root's place in the tree changes the way the
 // data goes; 33 ranks run the chunk's sizes too, 33 and 40 ranks chainMin,
 // where a subtree's data is more than a chunk; 257 ranks run a few KiB at
-// most (8 bytes in the gathering calls) and no alltoall, whose pairwise
-// exchange is the same as on fewer ranks. Under the race detector
+// most (8 bytes in the gathering calls) and alltoall's blocks of none and
+// 8 bytes only (bruck; pairwise is the same as on fewer ranks). Under the race detector
 // (raceOn) fewer roots and sizes run there.
 
 var (
@@ -160,7 +160,9 @@ func sizes(kind Kind, n int) []int {
 			targets = append(targets, chainMin+8)
 		}
 	case n > 100 && kind == Alltoall:
-		return nil // pairwise, as on fewer ranks; n² frames
+		// bruck at 8 bytes a block and none; pairwise is as on fewer
+		// ranks (n² frames).
+		targets = targets[:2]
 	case n > 100 && gathers:
 		targets = targets[:2] // a few KiB a rank are MiBs a result
 	case n > 100 || gathers && n > 9 || raceOn && n > 64:

@@ -33,14 +33,15 @@ import "fmt"
 // On treeMin (33) ranks or more, where a rank's partners are the links it
 // opens (tree.go), every line but alltoall's has at most topo.Radix+2 (10)
 // partners a rank, where the star's root has every rank and the blocks
-// give every rank every other:
+// give every rank every other; alltoall's bruck has 2⌈log2 n⌉ (20 at
+// 1,024 ranks), its pairwise every rank:
 //
 // | call | below chainMin bytes per rank | from chainMin | partners a rank |
 // | --- | --- | --- | --- |
 // | barrier, bcast, gather, scatter | tree: up to rank 0, down from it (tree.go) | tree, pipelined | parent and kids: ≤ 9 |
 // | reduce, allreduce, reduce_scatter | tree: gathered to rank 0, folded there in rank order, down | chain: folded down 0 → 1 → … → n−1, spread from n−1 over the tree (chainfold.go) | ≤ 9; chain ≤ 10 |
 // | allgather | tree | ring | ≤ 9; ring 2 |
-// | alltoall | pairwise | pairwise | n−1, by definition |
+// | alltoall | bruck (bruck.go) for blocks of at most bruckBlock and at most bruckAlltoallMax a rank, pairwise beyond | the same | bruck 2⌈log2 n⌉; pairwise n−1 |
 
 // chainMin is the data size from which reductions, bcast and allgather
 // pipeline (blocks, chain, ring) instead of meeting at the root: below it
@@ -65,6 +66,25 @@ const bruckMax = 64 << 10
 // 7.1 against 4.7; docs/benchmarks.md). Every rank must choose alike, so
 // the rule is on what all know, the size, not on whether this host spins.
 const bruckRanks = 4
+
+// bruckBlock is the largest block an alltoall on treeMin ranks or more
+// sends by bruck, and bruckAlltoallMax the most data a rank (all its
+// blocks): bruck sends about half of it in each of its ⌈log2 n⌉ rounds,
+// where pairwise sends each block once but needs a link to every rank —
+// at a thousand ranks a thousand handshakes the first time (2 ms of
+// processor time each on this project's machine) and a thousand frames
+// every time. Open MPI and MPICH take bruck for blocks of up to a few
+// hundred bytes, where their links are made already.
+const (
+	bruckBlock       = 1 << 10
+	bruckAlltoallMax = 1 << 20
+)
+
+// manySmallBlocks: an alltoall of n bytes per rank on size ranks runs by
+// bruck.
+func manySmallBlocks(size, n int) bool {
+	return many(size, n) && n/size <= bruckBlock && n <= bruckAlltoallMax
+}
 
 // large: a call of n bytes per rank pipelines.
 func large(size, n int) bool { return size > 1 && n >= chainMin }
@@ -117,8 +137,10 @@ var table = []Rule{
 	{Allgather, "tree", many, treeAllgather},
 	{Allgather, "bruck", small, bruckAllgather},
 	{Allgather, "star", nil, starAllgather},
-	// alltoall sends every rank a block of every rank: all-to-all by
-	// definition, at any size and rank count.
+	// alltoall sends every rank a block of every rank: on many ranks,
+	// small blocks go by bruck's ⌈log2 n⌉ rounds and partners, the rest
+	// pairwise, every rank a partner.
+	{Alltoall, "bruck", manySmallBlocks, bruckAlltoall},
 	{Alltoall, "pairwise", nil, pairwise},
 	{Gather, "tree", many, treeGather},
 	{Gather, "star", nil, starGather},

@@ -39,6 +39,13 @@ func TestChoose(t *testing.T) {
 		{Allgather, 2, chainMin, "ring"},
 		{Alltoall, 2, chainMin, "pairwise"},
 		{Alltoall, 1, 0, "pairwise"},
+		{Alltoall, treeMin - 1, 8 * (treeMin - 1), "pairwise"},
+		{Alltoall, treeMin, 0, "bruck"},
+		{Alltoall, treeMin, treeMin * bruckBlock, "bruck"},
+		{Alltoall, treeMin, treeMin * (bruckBlock + 1), "pairwise"},
+		{Alltoall, 1024, bruckAlltoallMax, "bruck"},
+		{Alltoall, 2048, 2048 * bruckBlock / 2, "bruck"},
+		{Alltoall, 2048, 2048 * bruckBlock, "pairwise"},
 		{Gather, 2, chainMin, "star"},
 		{Scatter, 2, chainMin, "star"},
 	}

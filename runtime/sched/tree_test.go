@@ -1,7 +1,9 @@
 package sched
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"testing"
 
@@ -17,7 +19,7 @@ func TestChooseUpTo32(t *testing.T) {
 			for _, n := range []int{0, 8, 16 << 10 / size, 64<<10/size - 8, 64<<10/size + 8, 64<<10 - 8, 64 << 10, 1 << 20} {
 				want := before(kind, size, n)
 				if size >= treeMin {
-					want = beyond32(kind, n)
+					want = beyond32(kind, size, n)
 				}
 				if r, ok := Choose(kind, size, n); !ok || r.Name != want {
 					t.Errorf("Choose(%s, %d, %d) = %q, %v; want %q, true", kind, size, n, r.Name, ok, want)
@@ -59,9 +61,12 @@ func before(kind Kind, size, n int) string {
 	return "star"
 }
 
-// beyond32 is the line of a call on treeMin ranks or more.
-func beyond32(kind Kind, n int) string {
+// beyond32 is the line of a call of n bytes a rank on size ranks, size
+// treeMin or more.
+func beyond32(kind Kind, size, n int) string {
 	switch {
+	case kind == Alltoall && n/size <= 1<<10 && n <= 1<<20:
+		return "bruck"
 	case kind == Alltoall:
 		return "pairwise"
 	case n >= 64<<10 && kind == Allgather:
@@ -236,6 +241,45 @@ func checkBarrierBy(t *testing.T, s Schedule, n int) {
 	for r := range n {
 		if errs[r] != nil || len(res[r]) != 0 {
 			t.Errorf("barrier at rank %d = %d bytes, %v; want none, nil", r, len(res[r]), errs[r])
+		}
+	}
+}
+
+// TestBruckAlltoall runs alltoall's bruck directly on 1 to 40 ranks (the
+// table takes it from treeMin only), where the rounds' blocks are every
+// shape (n a power of two or not, a last round of fewer blocks), and on
+// 1,024 ranks, where a rank has at most 2⌈log2 n⌉ partners: one to send
+// to and one to take from in each round.
+func TestBruckAlltoall(t *testing.T) {
+	rule := line(t, Alltoall, "bruck")
+	for n := 1; n <= 40; n++ {
+		for _, b := range []int{0, 8, 24} {
+			checkMoves(t, rule.Run, Alltoall, ranksData(n, n*b), 0)
+		}
+	}
+	const n = 1024
+	links, res, errs := runBy(t, n, rule.Run, func(l *fakeLink) Call {
+		data := make([]byte, 8*n)
+		for j := range n {
+			binary.LittleEndian.PutUint32(data[8*j:], uint32(l.rank))
+			binary.LittleEndian.PutUint32(data[8*j+4:], uint32(j))
+		}
+		l.desc = descLen(Alltoall, l.rank, 0, len(data))
+		return Call{Kind: Alltoall, Data: data}
+	})
+	rounds := bits.Len(uint(n - 1))
+	for r, l := range links {
+		if errs[r] != nil {
+			t.Fatalf("alltoall bruck at rank %d: %v", r, errs[r])
+		}
+		if len(l.partners) > 2*rounds {
+			t.Errorf("alltoall bruck at rank %d: %d partners, want at most %d", r, len(l.partners), 2*rounds)
+		}
+		for j := range n { // block j came from rank j, and was meant for r
+			from, to := binary.LittleEndian.Uint32(res[r][8*j:]), binary.LittleEndian.Uint32(res[r][8*j+4:])
+			if int(from) != j || int(to) != r {
+				t.Fatalf("alltoall bruck at rank %d: block %d is rank %d's block for rank %d", r, j, from, to)
+			}
 		}
 	}
 }
