@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/binary"
 	"net"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -481,11 +482,38 @@ func (l *links) monitor() {
 		if beat {
 			l.heartbeatAll()
 		}
-		for _, x := range lost {
+		for _, x := range l.stillSilent(lost, silence) {
 			l.lost(x.rank, x.why)
 		}
 		l.checkLeft(silence)
 	}
+}
+
+// stillSilent is the peers of lost that are silent at a second look. A
+// process on a machine with far more ranks than processors gets a
+// sliver of one, and its goroutines run in turn: a reader whose peer's
+// frames have come may wait behind a hundred others (handshakes of a
+// pairwise alltoall, its own program) while the monitor's turn comes.
+// That silence is this process's lag, not the peer's: before a peer is
+// declared lost, the monitor lets every goroutine runnable now run
+// first (Gosched puts it behind them), and a peer heard from since, or
+// whose bytes wait unread in the socket, is not lost. (A process that did
+// not run at all is the detector's stall.)
+func (l *links) stillSilent(lost []lostPeer, silence time.Duration) []lostPeer {
+	if len(lost) == 0 {
+		return nil
+	}
+	goruntime.Gosched()
+	now := l.now()
+	out := lost[:0]
+	for _, x := range lost {
+		p := l.peer(x.rank)
+		if p != nil && (now.Sub(time.Unix(0, p.LastHeard())) <= silence || p.Unread()) {
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // elastic reports whether this job may move to a later generation without

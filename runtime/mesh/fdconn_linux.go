@@ -389,3 +389,24 @@ var rawSyscall6 = syscall.RawSyscall6
 
 // schedYield gives the processor to another runnable thread, if any.
 func schedYield() { rawSyscall6(syscall.SYS_SCHED_YIELD, 0, 0, 0, 0, 0, 0) }
+
+// unreadBytes is how many bytes the kernel holds for conn that no read
+// has taken yet (FIONREAD), or 0 where it cannot tell.
+func unreadBytes(conn net.Conn) int {
+	var n int32
+	ask := func(fd uintptr) {
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n))); e != 0 {
+			n = 0
+		}
+	}
+	switch c := conn.(type) {
+	case *fdConn:
+		ask(uintptr(c.fd))
+	case syscall.Conn:
+		rc, err := c.SyscallConn()
+		if err != nil || rc.Control(ask) != nil {
+			return 0
+		}
+	}
+	return int(n)
+}

@@ -574,3 +574,47 @@ func TestFdConnDeadlineEdges(t *testing.T) {
 		t.Fatalf("Write(nil) after Close = %d, %v; want net.ErrClosed", n, err)
 	}
 }
+
+// TestUnreadBytes: the bytes a peer sent and no read took are counted
+// under every wrapping the mesh gives a connection (the cork of Go's
+// poller, an fdConn of this package's), and none once they are read; a
+// connection with no descriptor counts none.
+func TestUnreadBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wrap func(t *testing.T, c *net.TCPConn) net.Conn
+	}{
+		{"poller", func(t *testing.T, c *net.TCPConn) net.Conn { return &corkConn{Conn: c} }},
+		{"fdConn", func(t *testing.T, c *net.TCPConn) net.Conn { return &corkConn{Conn: own(t, c, 0)} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from, to := tcpPair(t)
+			conn := tc.wrap(t, to)
+			if n := unreadBytes(below(conn)); n != 0 {
+				t.Fatalf("before anything was sent: %d unread bytes, want 0", n)
+			}
+			if _, err := from.Write([]byte("seven b")); err != nil {
+				t.Fatal(err)
+			}
+			// Loopback hands the bytes over within the write; wait a
+			// bounded while for them all the same.
+			deadline := time.Now().Add(fdWait)
+			for unreadBytes(below(conn)) < 7 && time.Now().Before(deadline) {
+				goruntime.Gosched()
+			}
+			if n := unreadBytes(below(conn)); n != 7 {
+				t.Fatalf("after 7 bytes came: %d unread, want 7", n)
+			}
+			got := make([]byte, 7)
+			if _, err := io.ReadFull(conn, got); err != nil {
+				t.Fatal(err)
+			}
+			if n := unreadBytes(below(conn)); n != 0 {
+				t.Fatalf("after they were read: %d unread, want 0", n)
+			}
+		})
+	}
+	if n := unreadBytes(nil); n != 0 {
+		t.Errorf("unreadBytes(nil) = %d, want 0", n)
+	}
+}

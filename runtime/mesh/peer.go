@@ -287,7 +287,12 @@ func (p *Peer) SetBye()   { p.bye.Store(true) }
 
 // LastHeard is when a byte of the peer was last read, in unix
 // nanoseconds of the Shared clock; SetLastHeard restarts it.
-func (p *Peer) LastHeard() int64       { return p.lastHeard.Load() }
+func (p *Peer) LastHeard() int64 { return p.lastHeard.Load() }
+
+// Unread reports whether bytes of the peer's wait in this process's
+// socket, not yet read: the peer spoke, and it is this process that has
+// not read it yet.
+func (p *Peer) Unread() bool           { return unreadBytes(below(p.conn)) > 0 }
 func (p *Peer) Frames() int64          { return p.frames.Load() }
 func (p *Peer) SetLastHeard(ns int64)  { p.lastHeard.Store(ns) }
 func (p *Peer) SilenceMS() int64       { return p.silenceMS.Load() }
