@@ -33,6 +33,8 @@ run: build-go
 # The simulation of 1,000 slots (runtime/sim_test.go) is built without
 # the race detector (7 GB under it): its own line.
 test:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt -l: not formatted:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -timeout 20m ./...
 	$(GO) test -count=1 -timeout 10m -run '^TestSimulation$$' -v ./runtime/
