@@ -287,16 +287,16 @@ func (p *Peer) SetBye()   { p.bye.Store(true) }
 
 // LastHeard is when a byte of the peer was last read, in unix
 // nanoseconds of the Shared clock; SetLastHeard restarts it.
-func (p *Peer) LastHeard() int64 { return p.lastHeard.Load() }
-
-// Unread reports whether bytes of the peer's wait in this process's
-// socket, not yet read: the peer spoke, and it is this process that has
-// not read it yet.
-func (p *Peer) Unread() bool           { return unreadBytes(below(p.conn)) > 0 }
+func (p *Peer) LastHeard() int64       { return p.lastHeard.Load() }
 func (p *Peer) Frames() int64          { return p.frames.Load() }
 func (p *Peer) SetLastHeard(ns int64)  { p.lastHeard.Store(ns) }
 func (p *Peer) SilenceMS() int64       { return p.silenceMS.Load() }
 func (p *Peer) SetSilenceMS(ms uint32) { p.silenceMS.Store(int64(ms)) }
+
+// Unread reports whether bytes of the peer's wait in this process's
+// socket, not yet read: the peer spoke, and it is this process that has
+// not read it yet. A peer not attached has no connection to ask.
+func (p *Peer) Unread() bool { return p.attached.Load() && unreadBytes(below(p.conn)) > 0 }
 
 // MarkForeground tells the reader goroutine that a receiver was served
 // now: it stays away a grace period.

@@ -104,13 +104,12 @@ func bruckAlltoall(l Link, c Call) ([]byte, error) {
 		copy(held[j*b:(j+1)*b], data[to*b:(to+1)*b])
 	}
 	for d := 1; d < n; d *= 2 {
+		// The offsets with the bit d are runs of d: [d, 2d), [3d, 4d), …
 		// Each round's frame is a new slice: Send does not copy, and held
 		// changes in the next rounds.
-		out := make([]byte, 0, (n/2+1)*b)
-		for j := d; j < n; j++ {
-			if j&d != 0 {
-				out = append(out, held[j*b:(j+1)*b]...)
-			}
+		out := make([]byte, 0, (n/2+d)*b)
+		for lo := d; lo < n; lo += 2 * d {
+			out = append(out, held[lo*b:min(lo+d, n)*b]...)
 		}
 		if err := l.Send((me+d)%n, false, out); err != nil {
 			return nil, err
@@ -120,11 +119,8 @@ func bruckAlltoall(l Link, c Call) ([]byte, error) {
 			return nil, err
 		}
 		k := 0
-		for j := d; j < n; j++ {
-			if j&d != 0 {
-				copy(held[j*b:(j+1)*b], f.Data[k*b:(k+1)*b])
-				k++
-			}
+		for lo := d; lo < n; lo += 2 * d {
+			k += copy(held[lo*b:min(lo+d, n)*b], f.Data[k:])
 		}
 		l.Release(f)
 	}

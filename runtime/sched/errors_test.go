@@ -58,6 +58,14 @@ func TestMismatch(t *testing.T) {
 			map[int]string{36: "collective mismatch in call 7: rank 37 sent a frame of 4 bytes (ack false) where this rank's schedule takes 0 (ack false)"}},
 		{"tree: a frame longer than a chunk", Bcast, 40, 2, odd(2, 8, 0), liar(2, func(f *Frame) { f.Data = make([]byte, chunk+1) }),
 			map[int]string{1: "collective mismatch in call 7: rank 2 sent a frame of 262145 bytes (ack false) where this rank's schedule takes at most 262144 (ack false)"}},
+		// Bruck's alltoall on 40 ranks of 8-byte blocks: rank 5's first
+		// frame (20 blocks, 160 bytes) goes to rank 6, and every other
+		// rank's result waits, directly or through others, for rank 6's
+		// later frames.
+		{"bruck alltoall: a frame of a block less", Alltoall, 40, 0, each(40 * 8), liar(5, first(func(f *Frame) { f.Data = f.Data[:152] })),
+			map[int]string{6: "collective mismatch in call 7: rank 5 sent a frame of 152 bytes (ack false) where this rank's schedule takes 160 (ack false)"}},
+		{"bruck alltoall: a result", Alltoall, 40, 0, each(40 * 8), liar(5, first(func(f *Frame) { f.Ack = true })),
+			map[int]string{6: "collective mismatch in call 7: rank 5 sent a frame of 160 bytes (ack true) where this rank's schedule takes 160 (ack false)"}},
 		{"tree: scatter of no whole blocks", Scatter, 40, 7, odd(7, 10, 0), nil,
 			map[int]string{7: "scatter: 10 bytes are no whole number of 40 blocks"}},
 	}
@@ -99,6 +107,17 @@ func odd(r, n, other int) func(int) int {
 			return n
 		}
 		return other
+	}
+}
+
+// first applies lie to the first frame only.
+func first(lie func(f *Frame)) func(f *Frame) {
+	done := false
+	return func(f *Frame) {
+		if !done {
+			done = true
+			lie(f)
+		}
 	}
 }
 
