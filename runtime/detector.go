@@ -53,6 +53,16 @@ func (d *detector) wait(every, silence time.Duration) time.Duration {
 	return every
 }
 
+// until is how long from real the monitor sleeps before its next step:
+// a wait after the last look. It is counted from the last look, not from
+// the call, so that waking the monitor early (a limit changed) never puts
+// the step off: a slot that makes a link every few milliseconds, or a
+// peer that announces its silence limit again and again, would otherwise
+// keep this slot from heartbeating and from looking at all.
+func (d *detector) until(real time.Time, every, silence time.Duration) time.Duration {
+	return d.lastLook.Add(d.wait(every, silence)).Sub(real)
+}
+
 // step is one look at now (the job's clock; real is the real time, which
 // tells a stall of this process from a clock the job moved on): beat says
 // to heartbeat every peer (every has passed since the last beat); lost are

@@ -94,3 +94,32 @@ func TestDetectorOwnStall(t *testing.T) {
 		t.Fatalf("the job's clock two minutes on: lost %+v, stall %v; want rank 1 at once, no stall", lost, d.stalled)
 	}
 }
+
+// TestDetectorUntil: the monitor's next look is a wait after its last
+// look, however often it is woken in between (a limit changed: a link
+// attached, a peer announced its silence limit). Waking it every few
+// milliseconds used to start the wait anew each time, and a slot that
+// made links one after another neither heartbeat nor looked until it
+// stopped; its peers took it for lost.
+func TestDetectorUntil(t *testing.T) {
+	t0 := time.Unix(5000, 0)
+	const every, silence = time.Second, 5 * time.Second
+	d := newDetector(t0, t0)
+	want := d.wait(every, silence)
+	for ms := 0; ms < 3000; ms += 7 { // woken every 7 ms, far past the wait
+		now := t0.Add(time.Duration(ms) * time.Millisecond)
+		got := d.until(now, every, silence)
+		if due := now.Add(got); !due.Equal(t0.Add(want)) {
+			t.Fatalf("woken at +%d ms: next look at +%v, want +%v (a wait after the last look)", ms, due.Sub(t0), want)
+		}
+	}
+	// A shorter limit learnt after the last look brings the look forward,
+	// to now if its wait has passed already.
+	if got := d.until(t0.Add(300*time.Millisecond), every, time.Second); got != -200*time.Millisecond {
+		t.Errorf("until with a 1 s limit at +300 ms = %v, want -200ms (at once)", got)
+	}
+	d.step(t0.Add(2*time.Second), t0.Add(2*time.Second), every, silence, nil, true)
+	if got := d.until(t0.Add(2*time.Second), every, silence); got != want {
+		t.Errorf("until right after a look = %v, want %v", got, want)
+	}
+}

@@ -450,12 +450,15 @@ func (l *links) monitor() {
 	for {
 		every := l.heartbeatEvery()
 		silence := time.Duration(l.silenceMS.Load()) * time.Millisecond
-		timer := time.NewTimer(d.wait(every, silence))
+		timer := time.NewTimer(d.until(time.Now(), every, silence))
 		select {
 		case <-l.stopMon:
 			timer.Stop()
 			return
 		case <-l.resched:
+			// A limit changed: wait again with it, counted from the last
+			// look, not from now (links made one after another must not
+			// put the next look off for ever).
 			timer.Stop()
 			continue
 		case <-timer.C:

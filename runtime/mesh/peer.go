@@ -685,15 +685,19 @@ func (p *Peer) readLoop(br *bufio.Reader) {
 	defer p.wg.Done()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	stop := p.stop
 	for !p.gone.Load() {
 		if wait := readGrace - time.Duration(time.Now().UnixNano()-p.foreground.Load()); wait > 0 {
 			t.Reset(wait)
 			select {
 			case <-t.C:
 			case <-p.rkick:
-			case <-p.stop:
+			case <-stop:
 				// Stopped: keep reading only what Finish still waits for.
+				// The stop is seen: waiting on it again would return at
+				// once, and the loop would spin until the grace ended.
 				if p.up.Closing() && !p.gone.Load() {
+					stop = nil
 					continue
 				}
 				return
