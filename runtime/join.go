@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,7 @@ type joinState struct {
 	cert     tls.Certificate
 	deadline time.Time     // the end of the join window
 	spin     time.Duration // the reads' spin limit once joined (spin.go)
+	gate     *mesh.Gate    // bounds the handshakes computing at once (mesh/gate.go)
 	fatalCh  chan error    // a dial refused for good during the join
 
 	mu      sync.Mutex
@@ -164,6 +166,7 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 		cert:     tls.Certificate{Certificate: [][]byte{j.Cert}, PrivateKey: key, Leaf: leaf},
 		deadline: time.Now().Add(j.JoinWindow()),
 		spin:     spin,
+		gate:     mesh.NewGate(goruntime.GOMAXPROCS(0)),
 		fatalCh:  make(chan error, 1),
 		refusal:  make(map[int]error),
 		logged:   make(logLimit),
@@ -338,6 +341,8 @@ func (s *joinState) acceptLoop(ctx context.Context, ln net.Listener) {
 // and the dialer's confirmation. Every refusal is logged, told to the dialer
 // where TLS allows, and leaves the listener waiting for the right peer.
 func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
+	leave := s.gate.Enter(raw)
+	defer leave()
 	raw.SetDeadline(s.handshakeDeadline())
 	cfg := mesh.TLSConfig(s.cert)
 	cfg.ClientAuth = tls.RequireAndVerifyClientCert
@@ -394,6 +399,9 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 	}
 	l := s.c.links
 	dup, p, done := l.arbitrate(rank)
+	// What is left is no work to speak of: the turn goes to a handshake
+	// that computes, and the confirmation does not wait for one.
+	leave()
 	if err := writeHello(tc, s.j, s.c, dup); err != nil || dup {
 		// A dup: the dial of this slot (the lower) wins, or the link is
 		// there already; the dialer closes this connection.
@@ -544,6 +552,8 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		tcp.Close()
 		return joined{}, err, false
 	}
+	leave := s.gate.Enter(raw) // given back before the caller attaches
+	defer leave()
 	raw.SetDeadline(s.handshakeDeadline())
 	cfg := mesh.TLSConfig(s.cert)
 	cfg.RootCAs = s.pool
@@ -607,6 +617,7 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		s.refuseConn(tc, br, r, err)
 		return joined{}, err, false
 	}
+	leave()
 	if err := sendFrame(tc, wire.Heartbeat, s.j, nil); err != nil {
 		tc.Close()
 		return joined{}, err, false

@@ -3,6 +3,7 @@ package mesh
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // corkConn gathers the TLS records of a large frame into few large socket
@@ -20,6 +21,8 @@ type corkConn struct {
 	mu     sync.Mutex
 	buf    []byte
 	corked bool
+	gate   atomic.Pointer[ticket] // set while a handshake is gated (gate.go)
+	gated  *Gate
 }
 
 const (
