@@ -385,7 +385,7 @@ func (cc *collCall) Send(to int, ack bool, data []byte) error {
 	f := &mesh.Frame{H: wire.Header{Type: wire.Collective, Incarnation: cc.c.inc, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, Head: head, Payload: data, Counted: true, Done: make(chan struct{})}
 	cc.sent = append(cc.sent, f)
 	countCollFrame(collKind(cc.mine.Kind), true, len(data))
-	p := cc.c.linkAt(to)
+	p := cc.c.collLinkAt(to)
 	if p == nil {
 		return cc.sendErr(&codes.Error{Code: codes.OutOfRange, Rank: to, Msg: fmt.Sprintf("%s: a frame to rank %d, this rank itself", collKind(cc.mine.Kind), to)})
 	}
@@ -423,6 +423,11 @@ func (cc *collCall) sendErr(err error) error {
 // Take returns the next frame of the call from rank from (Comm.take: it
 // has checked the sender's descriptor against this rank's).
 func (cc *collCall) Take(from int) (sched.Frame, error) {
+	if from >= 0 && from < cc.c.size {
+		if s := cc.c.layout.Slot(cc.c.worldRank(from)); s > cc.c.links.self {
+			cc.c.links.link(s) // the lower slot makes the link (collLinkAt)
+		}
+	}
 	f, err := cc.c.take(cc.ctx, cc.k, cc.mine, from)
 	if err != nil {
 		return sched.Frame{}, err

@@ -260,3 +260,8 @@ func SetStalledForTest(c *Comm, ms int64, at time.Time) {
 	c.links.stalledMS.Store(ms)
 	c.links.stalledAt.Store(at.UnixNano())
 }
+
+// LinkAfterForTest makes the link to slot as a collective's frame to a
+// lower slot does (links.linkAfter): its dial waits up to wait for the
+// peer's own.
+func LinkAfterForTest(c *Comm, slot int, wait time.Duration) { c.links.linkAfter(slot, wait) }

@@ -87,7 +87,14 @@ func (l *links) expectLocked(slot int) *peer {
 // there, being made, or the link has ended: the send, receive or schedule
 // that calls it queues its frames on the link at once. nil for this slot
 // itself or a slot outside the job.
-func (l *links) link(slot int) *peer {
+func (l *links) link(slot int) *peer { return l.linkAfter(slot, 0) }
+
+// linkAfter is link, but a dial it starts first waits up to wait for the
+// peer's own dial (a collective's frame to a lower slot: the lower slot
+// dials when its schedule takes from this one, and its dial would win
+// over this one's anyway — dialing too would cost both a handshake for
+// nothing). A link needed at once (wait 0) ends such a wait.
+func (l *links) linkAfter(slot int, wait time.Duration) *peer {
 	if p := l.peer(slot); p != nil && (p.Attached() || p.Gone()) {
 		return p
 	}
@@ -103,11 +110,24 @@ func (l *links) link(slot int) *peer {
 		p.Close()
 		return p
 	}
-	if !p.Attached() && !p.Gone() && !l.dials[slot] && l.accepts[slot] == 0 && !l.stopped {
-		l.dials[slot] = true
-		l.dialWG.Add(1)
-		go l.dialer(l.life, p, time.Time{})
+	if p.Attached() || p.Gone() || l.accepts[slot] > 0 || l.stopped {
+		return p
 	}
+	if l.dials[slot] {
+		if h := l.hurry[slot]; h != nil && wait == 0 {
+			close(h) // a dial that waits for the peer's starts now
+			delete(l.hurry, slot)
+		}
+		return p
+	}
+	l.dials[slot] = true
+	var hurry chan struct{}
+	if wait > 0 {
+		hurry = make(chan struct{})
+		l.hurry[slot] = hurry
+	}
+	l.dialWG.Add(1)
+	go l.dialer(l.life, p, time.Time{}, wait, hurry)
 	return p
 }
 
@@ -131,17 +151,32 @@ func (c *core) peerRank(w int) *peer {
 
 // dialer makes p's connection: it dials until the connection is attached
 // (by this dial or by the peer's, which wins over a dup), the link ends,
-// or ctx ends. Before until (the join's window; zero after the join) a
+// or ctx ends; after wait, or hurry closed, if wait is not zero. Before until (the join's window; zero after the join) a
 // failure is retried every dialRetry; after the join, a slot that no
 // connection reaches for a silence limit, or that does not finish its
 // handshake within the join window, is lost.
-func (l *links) dialer(ctx context.Context, p *peer, until time.Time) {
+func (l *links) dialer(ctx context.Context, p *peer, until time.Time, wait time.Duration, hurry chan struct{}) {
 	defer l.dialWG.Done()
 	defer func() {
 		l.pmu.Lock()
 		delete(l.dials, p.rank)
+		if l.hurry[p.rank] == hurry {
+			delete(l.hurry, p.rank)
+		}
 		l.pmu.Unlock()
 	}()
+	if wait > 0 {
+		// The peer's dial first (linkAfter): it attaches, or the wait
+		// ends, or a send needs the link now.
+		t := time.NewTimer(wait)
+		select {
+		case <-p.Ready():
+		case <-ctx.Done():
+		case <-t.C:
+		case <-hurry:
+		}
+		t.Stop()
+	}
 	s := l.hs
 	joining := !until.IsZero()
 	start := time.Now()
@@ -300,7 +335,7 @@ func (l *links) joinLinks(ctx context.Context, need []int, gone <-chan struct{})
 		if slot > l.self && !l.dials[slot] && !l.stopped {
 			l.dials[slot] = true
 			l.dialWG.Add(1)
-			go l.dialer(ctx, p, s.deadline)
+			go l.dialer(ctx, p, s.deadline, 0, nil)
 		}
 	}
 	l.pmu.Unlock()
@@ -344,6 +379,7 @@ type linkState struct {
 	pmu      sync.Mutex
 	keys     map[int]ed25519.PublicKey // the peers' certificates' keys, by slot
 	dials    map[int]bool              // a dial of this slot's is under way
+	hurry    map[int]chan struct{}     // closed to start a dial that waits for the peer's (linkAfter)
 	accepts  map[int]int               // accepted connections in their handshake's tail
 	stopped  bool                      // stopLinks began: no dial starts
 	dialWG   sync.WaitGroup

@@ -51,6 +51,25 @@ func (c *Comm) peerAt(r int) *peer { return c.peerRank(c.worldRank(r)) }
 // this rank itself).
 func (c *Comm) linkAt(r int) *peer { return c.linkRank(c.worldRank(r)) }
 
+// collLinkAt is the link for a collective's frame to rank r. In a
+// collective the lower slot of a pair makes a missing link: it dials the
+// higher when it sends to it or takes from it (collCall.Take), so a
+// frame to a lower slot waits up to a silence limit for that slot's dial
+// before this one dials itself. A schedule in which both ranks of a pair
+// send to each other (a pairwise alltoall) so costs one handshake a pair,
+// not two that race, and one in which the lower never takes from this
+// rank (a mismatch the frame would reveal) still gets its link.
+func (c *Comm) collLinkAt(r int) *peer {
+	s := c.layout.Slot(c.worldRank(r))
+	if s < 0 {
+		return nil
+	}
+	if s < c.links.self {
+		return c.links.linkAfter(s, c.links.silence())
+	}
+	return c.links.link(s)
+}
+
 // Sub reports whether c was made by Split.
 func (c *Comm) Sub() bool { return c.members != nil }
 
