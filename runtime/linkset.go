@@ -151,10 +151,11 @@ func (c *core) peerRank(w int) *peer {
 
 // dialer makes p's connection: it dials until the connection is attached
 // (by this dial or by the peer's, which wins over a dup), the link ends,
-// or ctx ends; after wait, or hurry closed, if wait is not zero. Before until (the join's window; zero after the join) a
-// failure is retried every dialRetry; after the join, a slot that no
-// connection reaches for a silence limit, or that does not finish its
-// handshake within the join window, is lost.
+// or ctx ends. With wait above zero it first waits that long for the
+// peer's dial, or until hurry is closed. Before until (the join's window;
+// zero after the join) a failure is retried every dialRetry; after the
+// join, a slot that no connection reaches for a silence limit, or that
+// does not finish its handshake within the join window, is lost.
 func (l *links) dialer(ctx context.Context, p *peer, until time.Time, wait time.Duration, hurry chan struct{}) {
 	defer l.dialWG.Done()
 	defer func() {
