@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"sperli/memnet"
 	"sperli/runtime"
 	"sperli/runtime/topo"
+	"sperli/wire"
 )
 
 // TestBeatsWhileLinking: a rank that makes a link every 50 ms for more
@@ -215,6 +217,31 @@ func TestLinkAfterWaits(t *testing.T) {
 				if b, err := c.Recv(ctx, n-2, 9); err != nil || string(b) != "now" {
 					return fmt.Errorf("receive from rank %d: %q, %v", n-2, b, err)
 				}
+			}
+			return c.Barrier(ctx)
+		})
+	})
+}
+
+// TestSilenceAnnouncedAgainAndAgain: a joined rank that announces a valid
+// silence limit to rank 0 every 50 ms for three limits (each announcement
+// woke rank 0's monitor, which used to start its wait anew) does not keep
+// rank 0 from heartbeating: no rank declares rank 0 lost. The liar is
+// rank 0's neighbour on the tree, linked since the join.
+func TestSilenceAnnouncedAgainAndAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 16
+		liar := topo.Neighbours(n, 0, nil)[0]
+		memJob(t, n, 1000, func(ctx context.Context, c *runtime.Comm) error {
+			if c.Rank() == liar {
+				h := newHostile(t, c)
+				payload := binary.BigEndian.AppendUint32(nil, 5000)
+				for range 60 {
+					h.write(0, rawFrame{Type: byte(wire.Silence), Payload: payload})
+					time.Sleep(50 * time.Millisecond)
+				}
+			} else {
+				time.Sleep(3 * time.Second)
 			}
 			return c.Barrier(ctx)
 		})

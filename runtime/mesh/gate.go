@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"net"
 	"slices"
 	"sync"
@@ -49,15 +50,7 @@ func (g *Gate) take(t *ticket) {
 		g.mu.Unlock()
 		return
 	}
-	i, _ := slices.BinarySearchFunc(g.waits, t.order, func(w *ticket, o uint64) int {
-		switch {
-		case w.order < o:
-			return -1
-		case w.order > o:
-			return 1
-		}
-		return 0
-	})
+	i, _ := slices.BinarySearchFunc(g.waits, t.order, func(w *ticket, o uint64) int { return cmp.Compare(w.order, o) })
 	g.waits = slices.Insert(g.waits, i, t)
 	g.mu.Unlock()
 	<-t.turn
