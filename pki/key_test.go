@@ -212,3 +212,41 @@ func TestGenerateJobKey(t *testing.T) {
 	_, _, err = GenerateJobKey(strings.NewReader("short"))
 	wantCode(t, "GenerateJobKey(short source)", err, codes.JobMalformed)
 }
+
+// Decoding the same key again gives the key decoded before (a process of
+// many Comms holds it once); another key's bytes never get it.
+func TestUnmarshalPublicKeyShared(t *testing.T) {
+	pubA, privA := newTestKey(t, 31)
+	pubB, _ := newTestKey(t, 32)
+	a, _ := pubA.MarshalBinary()
+	b, _ := pubB.MarshalBinary()
+	k1, err := UnmarshalPublicKey(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := UnmarshalPublicKey(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k1 != k2 {
+		t.Error("the same bytes decoded twice gave two keys")
+	}
+	kb, err := UnmarshalPublicKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kb == k1 || !kb.Equal(pubB) || kb.Equal(pubA) {
+		t.Error("another key's bytes gave the key decoded before")
+	}
+	msg := []byte("sperli shared key")
+	sig, err := privA.Sign(DomainToken, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := UnmarshalPublicKey(a); !k.Verify(DomainToken, msg, sig) {
+		t.Error("the key decoded again does not verify its private half's signature")
+	}
+	if kb.Verify(DomainToken, msg, sig) {
+		t.Error("another key verifies the signature")
+	}
+}
