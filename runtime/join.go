@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bufio"
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
@@ -34,7 +33,6 @@ const dialRetry = 100 * time.Millisecond
 type joined struct {
 	rank    int
 	conn    net.Conn
-	br      *bufio.Reader
 	silence uint32
 	key     ed25519.PublicKey // the peer's certificate's
 }
@@ -368,33 +366,32 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 		err = codes.New(codes.CertRefused, "certificate is for job %s, want %s", job, s.j.ID)
 	}
 	if err != nil {
-		s.refuseConn(tc, nil, -1, err)
+		s.refuseConn(tc, -1, err)
 		return joined{}, err
 	}
-	br := bufio.NewReaderSize(tc, mesh.BufSize)
-	hello, dup, err := readHello(br, rank)
+	hello, dup, err := readHello(tc, rank)
 	if err == nil && dup {
 		err = codes.New(codes.HelloMalformed, "rank %d dialed with the dup flag, which only a listener sends", rank)
 	}
 	if err != nil {
-		s.refuseConn(tc, br, rank, err)
+		s.refuseConn(tc, rank, err)
 		return joined{}, err
 	}
 	if rank >= s.j.Slots() {
 		err = codes.New(codes.TokenRank, "certificate names rank %d, outside the job (%d slots)", rank, s.j.Slots())
-		s.refuseConn(tc, br, rank, err)
+		s.refuseConn(tc, rank, err)
 		return joined{}, err
 	}
 	if _, err := pki.VerifyToken(hello.Token, s.c.jobPub, pki.Expect{
 		Job: s.j.ID, Rank: rank, Size: s.j.Slots(), Incarnation: s.j.Incarnation,
 		Host: s.j.HostOf(rank).Host, Now: s.j.Clock(),
 	}); err != nil {
-		s.refuseConn(tc, br, rank, err)
+		s.refuseConn(tc, rank, err)
 		return joined{}, err
 	}
 	if rank == s.j.Rank {
 		err = codes.New(codes.TokenRank, "rank %d dialed itself", rank)
-		s.refuseConn(tc, br, rank, err)
+		s.refuseConn(tc, rank, err)
 		return joined{}, err
 	}
 	l := s.c.links
@@ -413,10 +410,10 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 	defer done()
 	// The dialer checks our token and confirms with a heartbeat, or refuses.
 	var hb [wire.HeaderSize]byte
-	h, err := wire.ReadHeader(br, hb[:], rank)
+	h, err := wire.ReadHeader(tc, hb[:], rank)
 	if err == nil && h.Type == wire.Refuse {
 		p := make([]byte, h.Length)
-		if _, err = io.ReadFull(br, p); err == nil {
+		if _, err = io.ReadFull(tc, p); err == nil {
 			r, derr := wire.DecodeReason(p)
 			if derr == nil {
 				err = &codes.Error{Code: r.Code, Rank: rank, Msg: fmt.Sprintf("rank %d refused this rank: %s", rank, reasonText(r))}
@@ -435,7 +432,7 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 		tc.Close()
 		return joined{}, err
 	}
-	jn := joined{rank: rank, conn: tc, br: br, silence: hello.SilenceMS, key: peerKey(tc)}
+	jn := joined{rank: rank, conn: tc, silence: hello.SilenceMS, key: peerKey(tc)}
 	l.attach(p, jn)
 	return jn, nil
 }
@@ -450,7 +447,7 @@ func (s *joinState) handshakeDeadline() time.Time {
 }
 
 // refuseConn tells the peer the code of its refusal, then closes.
-func (s *joinState) refuseConn(tc *tls.Conn, br *bufio.Reader, rank int, err error) {
+func (s *joinState) refuseConn(tc *tls.Conn, rank int, err error) {
 	s.refused(rank, err)
 	ce := codes.As(err)
 	if ce != nil {
@@ -486,9 +483,9 @@ func writeHello(w io.Writer, j *Job, c *Comm, dup bool) error {
 
 // readHello reads the peer's first frame, which must be a hello from rank
 // (or a refusal, returned as its code).
-func readHello(br *bufio.Reader, rank int) (_ wire.HelloBody, dup bool, _ error) {
+func readHello(r io.Reader, rank int) (_ wire.HelloBody, dup bool, _ error) {
 	var hb [wire.HeaderSize]byte
-	h, err := wire.ReadHeader(br, hb[:], wire.AnySource)
+	h, err := wire.ReadHeader(r, hb[:], wire.AnySource)
 	if err != nil {
 		if codes.As(err) == nil {
 			return wire.HelloBody{}, false, codes.Wrap(codes.HelloMalformed, err, "hello missing: %v", err)
@@ -506,7 +503,7 @@ func readHello(br *bufio.Reader, rank int) (_ wire.HelloBody, dup bool, _ error)
 		return wire.HelloBody{}, false, codes.New(codes.HelloMalformed, "hello is %d bytes, limit %d", h.Length, 7+wire.MaxToken)
 	}
 	p := make([]byte, h.Length)
-	if _, err := io.ReadFull(br, p); err != nil {
+	if _, err := io.ReadFull(r, p); err != nil {
 		return wire.HelloBody{}, false, codes.Wrap(codes.HelloMalformed, err, "hello cut short: %v", err)
 	}
 	if h.Type == wire.Refuse {
@@ -591,8 +588,7 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		tc.Close()
 		return joined{}, err, false
 	}
-	br := bufio.NewReaderSize(tc, mesh.BufSize)
-	hello, dup, err := readHello(br, r)
+	hello, dup, err := readHello(tc, r)
 	if err == nil && dup {
 		tc.Close()
 		return joined{}, errDup, false
@@ -607,14 +603,14 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 			tc.Close()
 			return joined{}, &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d refused this rank's certificate: %v", r, mesh.RemoteAlert(err))}, true
 		}
-		s.refuseConn(tc, br, r, err)
+		s.refuseConn(tc, r, err)
 		return joined{}, err, false
 	}
 	if _, err := pki.VerifyToken(hello.Token, s.c.jobPub, pki.Expect{
 		Job: s.j.ID, Rank: r, Size: s.j.Slots(), Incarnation: s.j.Incarnation,
 		Host: s.j.HostOf(r).Host, Now: s.j.Clock(),
 	}); err != nil {
-		s.refuseConn(tc, br, r, err)
+		s.refuseConn(tc, r, err)
 		return joined{}, err, false
 	}
 	leave()
@@ -622,7 +618,7 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		tc.Close()
 		return joined{}, err, false
 	}
-	return joined{rank: r, conn: tc, br: br, silence: hello.SilenceMS, key: peerKey(tc)}, nil, false
+	return joined{rank: r, conn: tc, silence: hello.SilenceMS, key: peerKey(tc)}, nil, false
 }
 
 // peerKey is the Ed25519 key of the peer's certificate (its decisions in

@@ -252,7 +252,7 @@ func (l *links) attach(p *peer, jn joined) {
 	l.pmu.Lock()
 	l.keys[p.rank] = jn.key
 	l.pmu.Unlock()
-	if p.AttachWriting(jn.conn, jn.br, jn.silence) {
+	if p.AttachWriting(jn.conn, jn.silence) {
 		l.made.Add(1)
 		// While this slot joins, what its peers send waits in the
 		// connections (the join ends as a whole: an abort sent by a peer

@@ -108,6 +108,9 @@ func RemoteAlert(err error) error {
 func (p *Peer) WriteRaw(b []byte) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	if p.bw == nil {
+		p.bw = borrowWriter(p.conn)
+	}
 	if _, err := p.bw.Write(b); err != nil {
 		return err
 	}

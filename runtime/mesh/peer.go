@@ -91,19 +91,23 @@ type Peer struct {
 	writerData int        // ordered frames the writer took and is writing
 	werr       error      // the first write error
 	last       *Frame     // CloseTelling's frame: written after every other, and nothing after it
+	// The writer goroutine runs while there is something to write and
+	// ends when the queues are empty: an idle link holds no goroutine
+	// for writing (docs/design.md). writing: one runs; stopping: the
+	// peer closes, the next run drains, writes last and ends for good
+	// (ended, writerDone closed).
+	writing, stopping, ended bool
 
-	wmu      sync.Mutex // guards bw, cork and the connection's write side
-	lastSent bool       // last was written: nothing more is (wmu)
-	bw       *bufio.Writer
-	cork     *corkConn // below TLS, or nil
+	wmu      sync.Mutex    // guards bw, cork and the connection's write side
+	lastSent bool          // last was written: nothing more is (wmu)
+	bw       *bufio.Writer // borrowed from writers while frames are written, nil between flushes
+	cork     *corkConn     // below TLS, or nil
 	hb       [wire.HeaderSize]byte
 
-	kick  chan struct{} // wakes the writer
 	rkick chan struct{} // wakes the reader goroutine out of its grace (ReadSoon)
 	stop  chan struct{} // closed to end the writer (after it drained)
 
 	rmu        sync.Mutex // held by whoever reads
-	br         *bufio.Reader
 	rs         readState
 	foreground atomic.Int64 // unix nanoseconds a receiver last read or was served
 	bgReading  atomic.Bool  // the reader goroutine holds rmu
@@ -192,7 +196,6 @@ func NewPending(sh *Shared, up Sink, slot int) *Peer {
 		up:         up,
 		slot:       slot,
 		credit:     Window,
-		kick:       make(chan struct{}, 1),
 		rkick:      make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -211,7 +214,6 @@ func (p *Peer) setReady() { p.readyOnce.Do(func() { close(p.ready) }) }
 // setConn gives the peer its connection (before it is attached).
 func (p *Peer) setConn(conn net.Conn, silenceMS uint32) {
 	p.conn = conn
-	p.bw = bufio.NewWriterSize(conn, BufSize)
 	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok {
 		p.cork, _ = nc.NetConn().(*corkConn)
 	}
@@ -223,8 +225,8 @@ func (p *Peer) setConn(conn net.Conn, silenceMS uint32) {
 // finished its handshake, and starts reading and writing: the frames
 // queued meanwhile are written first, in order. It reports false, closing
 // conn, when the peer was closed meanwhile or has a connection already.
-func (p *Peer) Attach(conn net.Conn, br *bufio.Reader, silenceMS uint32) bool {
-	if !p.AttachWriting(conn, br, silenceMS) {
+func (p *Peer) Attach(conn net.Conn, silenceMS uint32) bool {
+	if !p.AttachWriting(conn, silenceMS) {
 		return false
 	}
 	p.StartReading()
@@ -235,7 +237,7 @@ func (p *Peer) Attach(conn net.Conn, br *bufio.Reader, silenceMS uint32) bool {
 // queued, then heartbeats and the rest) and reads nothing until
 // StartReading, so that what the peer sends waits in the connection (a
 // join that is not done yet).
-func (p *Peer) AttachWriting(conn net.Conn, br *bufio.Reader, silenceMS uint32) bool {
+func (p *Peer) AttachWriting(conn net.Conn, silenceMS uint32) bool {
 	p.amu.Lock()
 	defer p.amu.Unlock()
 	if p.closed || p.attached.Load() {
@@ -245,14 +247,10 @@ func (p *Peer) AttachWriting(conn net.Conn, br *bufio.Reader, silenceMS uint32) 
 	p.wmu.Lock()
 	p.setConn(conn, silenceMS)
 	p.wmu.Unlock()
-	p.rmu.Lock()
-	p.br = br // before attached: a receiver that sees it reads br
-	p.rmu.Unlock()
 	p.qmu.Lock()
 	p.attached.Store(true)
 	p.qmu.Unlock()
-	p.wg.Add(1)
-	go p.writeLoop()
+	p.wake() // what was queued meanwhile
 	p.setReady()
 	return true
 }
@@ -268,7 +266,7 @@ func (p *Peer) StartReading() {
 	p.lastHeard.Store(p.sh.Now().UnixNano())
 	p.reading.Store(true)
 	p.wg.Add(1)
-	go p.readLoop(p.br)
+	go p.readLoop()
 }
 
 // Attached reports whether the peer has its connection.
@@ -330,23 +328,42 @@ func (p *Peer) Consumed(cost int64) {
 }
 
 // Start begins reading and writing a peer made by New.
-func (p *Peer) Start(br *bufio.Reader) {
+func (p *Peer) Start() {
 	p.amu.Lock()
 	defer p.amu.Unlock()
-	p.br = br
+	p.qmu.Lock()
 	p.attached.Store(true)
+	p.qmu.Unlock()
 	p.reading.Store(true)
-	p.wg.Add(2)
-	go p.writeLoop()
-	go p.readLoop(br)
+	p.wg.Add(1)
+	go p.readLoop()
+	p.wake()
 	p.setReady()
 }
 
+// wake starts the writer goroutine if there is work for it and none runs.
+// A writer that runs sees what was queued before (it looks again under qmu
+// before it ends).
 func (p *Peer) wake() {
-	select {
-	case p.kick <- struct{}{}:
-	default:
+	p.qmu.Lock()
+	start := !p.writing && !p.ended && p.attached.Load() && (len(p.ctlq) > 0 || len(p.pending) > 0 || p.stopping)
+	if start {
+		p.writing = true
+		p.wg.Add(1)
 	}
+	p.qmu.Unlock()
+	if start {
+		go p.writeRun()
+	}
+}
+
+// stopWriting has the writer drain what it may, write CloseTelling's frame
+// and end for good (writerDone).
+func (p *Peer) stopWriting() {
+	p.qmu.Lock()
+	p.stopping = true
+	p.qmu.Unlock()
+	p.wake()
 }
 
 // maxControl bounds the control frames queued for a connection.
@@ -511,6 +528,9 @@ func (p *Peer) writeFrame(f *Frame) error {
 	}
 	f.H.Source = uint32(p.sh.Self) // the generation was set by who made the frame
 	f.H.Put(p.hb[:])
+	if p.bw == nil {
+		p.bw = borrowWriter(p.conn)
+	}
 	if _, err := p.bw.Write(p.hb[:]); err != nil {
 		return err
 	}
@@ -521,10 +541,30 @@ func (p *Peer) writeFrame(f *Frame) error {
 	return err
 }
 
+// writers are the links' write buffers: a link borrows one while it
+// writes frames and gives it back when it flushes, so an idle link holds
+// none (a rank of a thousand ranks had 16 KiB idle in each of its links,
+// docs/scale.md).
+var writers sync.Pool
+
+func borrowWriter(w io.Writer) *bufio.Writer {
+	if bw, _ := writers.Get().(*bufio.Writer); bw != nil && bw.Size() == BufSize {
+		bw.Reset(w)
+		return bw
+	}
+	return bufio.NewWriterSize(w, BufSize)
+}
+
 // flush writes out what bw holds and what the cork gathered. Call with wmu
 // held.
 func (p *Peer) flush() error {
-	err := p.bw.Flush()
+	var err error
+	if p.bw != nil {
+		err = p.bw.Flush()
+		p.bw.Reset(nil) // what a failed flush left is dropped: the link is broken
+		writers.Put(p.bw)
+		p.bw = nil
+	}
 	if p.cork != nil {
 		if uerr := p.cork.uncork(); err == nil {
 			err = uerr
@@ -557,64 +597,62 @@ func (p *Peer) take() (ctl, data []*Frame) {
 	return ctl, data
 }
 
-func (p *Peer) writeLoop() {
+func (p *Peer) writeRun() {
 	defer p.wg.Done()
-	defer close(p.writerDone)
 	for {
-		stopping := false
-		select {
-		case <-p.kick:
-		case <-p.stop:
-			stopping = true
-		}
-		for {
-			p.qmu.Lock()
-			ctl, data := p.take()
-			werr := p.werr
-			p.qmu.Unlock()
-			if len(ctl) == 0 && len(data) == 0 {
-				break
-			}
-			err := werr
-			large := 0
-			for _, f := range data {
-				large += len(f.Head) + len(f.Payload)
-			}
-			if large >= corkMin {
-				p.sh.Writing.Add(1)
-			}
-			if err == nil {
-				p.wmu.Lock()
-				for _, f := range ctl {
-					if err == nil {
-						err = p.writeFrame(f)
-					}
-				}
-				for _, f := range data {
-					if err == nil {
-						err = p.writeFrame(f)
-					}
-				}
-				if err == nil {
-					err = p.flush()
-				}
-				p.wmu.Unlock()
-			}
-			if large >= corkMin {
-				p.sh.Writing.Add(-1)
-			}
-			p.qmu.Lock()
-			p.writerData -= len(data)
-			if err != nil && p.werr == nil {
-				p.werr = err
+		p.qmu.Lock()
+		ctl, data := p.take()
+		werr := p.werr
+		if len(ctl) == 0 && len(data) == 0 {
+			if !p.stopping {
+				p.writing = false
+				p.qmu.Unlock()
+				return
 			}
 			p.qmu.Unlock()
-			done(data, err)
-		}
-		if stopping {
 			p.writeLast()
+			p.qmu.Lock()
+			p.writing, p.ended = false, true
+			p.qmu.Unlock()
+			close(p.writerDone)
 			return
 		}
+		p.qmu.Unlock()
+		err := werr
+		large := 0
+		for _, f := range data {
+			large += len(f.Head) + len(f.Payload)
+		}
+		if large >= corkMin {
+			p.sh.Writing.Add(1)
+		}
+		if err == nil {
+			p.wmu.Lock()
+			for _, f := range ctl {
+				if err == nil {
+					err = p.writeFrame(f)
+				}
+			}
+			for _, f := range data {
+				if err == nil {
+					err = p.writeFrame(f)
+				}
+			}
+			if err == nil {
+				err = p.flush()
+			}
+			p.wmu.Unlock()
+		}
+		if large >= corkMin {
+			p.sh.Writing.Add(-1)
+		}
+		p.qmu.Lock()
+		p.writerData -= len(data)
+		if err != nil && p.werr == nil {
+			p.werr = err
+		}
+		p.qmu.Unlock()
+		done(data, err)
 	}
 }
 
@@ -681,7 +719,7 @@ type readState struct {
 	pn      int // payload bytes read
 }
 
-func (p *Peer) readLoop(br *bufio.Reader) {
+func (p *Peer) readLoop() {
 	defer p.wg.Done()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
@@ -737,7 +775,7 @@ func (p *Peer) ReadSoon() {
 func (p *Peer) readOne() bool {
 	rs := &p.rs
 	for rs.hn < wire.HeaderSize {
-		n, err := p.br.Read(rs.hb[rs.hn:])
+		n, err := p.conn.Read(rs.hb[rs.hn:])
 		rs.hn += n
 		p.heard(n)
 		if err != nil && rs.hn < wire.HeaderSize {
@@ -762,7 +800,7 @@ func (p *Peer) readOne() bool {
 		rs.payload = bufpool.Get(int(h.Length)) // filled whole before use
 	}
 	for rs.pn < len(rs.payload) {
-		n, err := p.br.Read(rs.payload[rs.pn:])
+		n, err := p.conn.Read(rs.payload[rs.pn:])
 		rs.pn += n
 		p.heard(n)
 		if err != nil && rs.pn < len(rs.payload) {
@@ -917,6 +955,7 @@ func (p *Peer) Close() {
 		p.gone.Store(true) // its reader may stop before it reads the end: nobody waits for it again
 		close(p.stop)
 		if p.detach() {
+			p.stopWriting()
 			p.conn.Close()
 		}
 	})
@@ -958,8 +997,9 @@ func (p *Peer) detach() bool {
 	if up {
 		return true
 	}
-	close(p.writerDone)
 	p.qmu.Lock()
+	p.ended = true
+	close(p.writerDone)
 	frames := p.pending
 	p.pending, p.ctlq = nil, nil
 	if p.werr == nil {
@@ -980,6 +1020,7 @@ func (p *Peer) CloseGracefully(wait time.Duration) {
 			p.gone.Store(true)
 			return
 		}
+		p.stopWriting()
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {

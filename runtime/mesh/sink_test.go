@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -102,7 +101,7 @@ func sinkPair(t *testing.T) (a, b *Peer, sa, sb *fakeSink) {
 	mk := func(self, other int, conn *memnet.Conn, s *fakeSink) *Peer {
 		p := New(&Shared{Self: self, Now: time.Now}, s, other, conn, 5000)
 		s.p = p
-		p.Start(bufio.NewReader(conn))
+		p.Start()
 		t.Cleanup(func() { p.Close(); p.Wait() })
 		return p
 	}
@@ -221,9 +220,9 @@ func TestPendingPeer(t *testing.T) {
 	}
 	b := New(&Shared{Self: 1, Now: time.Now}, sb, 0, cb, 5000)
 	sb.p = b
-	b.Start(bufio.NewReader(cb))
+	b.Start()
 	t.Cleanup(func() { b.Close(); b.Wait() })
-	if !a.Attach(ca, bufio.NewReader(ca), 5000) {
+	if !a.Attach(ca, 5000) {
 		t.Fatal("Attach of a pending peer reported false")
 	}
 	if err := a.Send(dataFrame(20, []byte("after")), true); err != nil {
@@ -251,7 +250,7 @@ func TestPendingPeer(t *testing.T) {
 		t.Errorf("a send after it failed with %v, want ErrNoLink", err)
 	}
 	cc, cd := memnet.Pipe(1024, nil, nil)
-	if c.Attach(cc, bufio.NewReader(cc), 5000) {
+	if c.Attach(cc, 5000) {
 		t.Error("Attach after Close reported true")
 	}
 	if _, err := cd.Read(make([]byte, 1)); err == nil {
