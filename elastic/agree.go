@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 
@@ -91,9 +92,9 @@ const MaxValue = 1 << 15
 
 // MarshalBinary encodes m: kind u8, flags u8 (1: a value follows, 2:
 // decided, 4: an input follows, 8: a proof follows), instance u32,
-// ballot u64, accepted ballot u64, failed u16 count and u16 slots, then
+// ballot u64, accepted ballot u64, failed u32 count and u32 slots, then
 // the value and the input, each a u16 length and its bytes, then the
-// proof: origin u16, ballot u64, signature (64 bytes).
+// proof: origin u32, ballot u64, signature (64 bytes).
 func (m Msg) MarshalBinary() ([]byte, error) {
 	if len(m.Value) > MaxValue || len(m.Input) > MaxValue {
 		return nil, fmt.Errorf("agreement: value of %d bytes, input of %d: at most %d", len(m.Value), len(m.Input), MaxValue)
@@ -118,9 +119,9 @@ func (m Msg) MarshalBinary() ([]byte, error) {
 	b = binary.BigEndian.AppendUint32(b, uint32(m.Gen))
 	b = binary.BigEndian.AppendUint64(b, m.Ballot)
 	b = binary.BigEndian.AppendUint64(b, m.AccBallot)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(m.Failed)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(m.Failed)))
 	for _, s := range m.Failed {
-		b = binary.BigEndian.AppendUint16(b, uint16(s))
+		b = binary.BigEndian.AppendUint32(b, uint32(s))
 	}
 	for _, v := range [][]byte{m.Value, m.Input} {
 		if v != nil {
@@ -129,7 +130,7 @@ func (m Msg) MarshalBinary() ([]byte, error) {
 		}
 	}
 	if p := m.Proof; p != nil {
-		b = binary.BigEndian.AppendUint16(b, uint16(p.Origin))
+		b = binary.BigEndian.AppendUint32(b, uint32(p.Origin))
 		b = binary.BigEndian.AppendUint64(b, p.Ballot)
 		b = append(b, p.Sig...)
 	}
@@ -137,13 +138,13 @@ func (m Msg) MarshalBinary() ([]byte, error) {
 }
 
 // proofLen is a proof's encoded length.
-const proofLen = 2 + 8 + ed25519.SignatureSize
+const proofLen = 4 + 8 + ed25519.SignatureSize
 
 // UnmarshalBinary decodes a message of a job of slots slots: H1627 for
 // anything an honest slot never sends.
 func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
-	if len(b) < 24 {
-		return bad("message of %d bytes, want at least 24", len(b))
+	if len(b) < 26 {
+		return bad("message of %d bytes, want at least 26", len(b))
 	}
 	k, flags := Kind(b[0]), b[1]
 	if k < Prepare || k > maxKind || flags&^15 != 0 {
@@ -154,19 +155,19 @@ func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
 	if out.Gen < 1 || out.Gen > 1<<31-1 {
 		return bad("message for generation %d", out.Gen)
 	}
-	n := int(binary.BigEndian.Uint16(b[22:]))
-	b = b[24:]
-	if n > slots || len(b) < 2*n {
+	n := int(binary.BigEndian.Uint32(b[22:]))
+	b = b[26:]
+	if n > slots || len(b) < 4*n {
 		return bad("message names %d failed slots (job of %d, %d bytes left)", n, slots, len(b))
 	}
 	for i := 0; i < n; i++ {
-		s := int(binary.BigEndian.Uint16(b[2*i:]))
+		s := int(binary.BigEndian.Uint32(b[4*i:]))
 		if s >= slots {
 			return bad("message names slot %d, job of %d slots", s, slots)
 		}
 		out.Failed = append(out.Failed, s)
 	}
-	b = b[2*n:]
+	b = b[4*n:]
 	for i, dst := range []*[]byte{&out.Value, &out.Input} {
 		if flags&[]byte{1, 4}[i] == 0 {
 			continue
@@ -185,7 +186,7 @@ func (m *Msg) UnmarshalBinary(b []byte, slots int) error {
 		if len(b) < proofLen {
 			return bad("message proof cut short (%d bytes, want %d)", len(b), proofLen)
 		}
-		p := &Proof{Origin: int(binary.BigEndian.Uint16(b)), Ballot: binary.BigEndian.Uint64(b[2:]), Sig: append([]byte{}, b[10:proofLen]...)}
+		p := &Proof{Origin: int(binary.BigEndian.Uint32(b)), Ballot: binary.BigEndian.Uint64(b[4:]), Sig: append([]byte{}, b[12:proofLen]...)}
 		if p.Origin >= slots {
 			return bad("message proof by slot %d, job of %d slots", p.Origin, slots)
 		}
@@ -226,7 +227,7 @@ type Agreement struct {
 	self  int
 	inst  int
 	slots int
-	live  []int        // the members, ascending
+	live  members      // the members, ascending (as runs)
 	lost  map[int]bool // slots this slot knows lost (fail-stop: never again trusted)
 
 	// propose makes the coordinator's value from the failed members and
@@ -290,7 +291,7 @@ const maxVerified = 4
 // NewAgreement begins this slot's part in the agreement on the layout
 // after cur: the value is cur.Next of the failed slots, encoded.
 func NewAgreement(self int, cur Layout, keys Keys) *Agreement {
-	a := NewConsensus(self, cur.Live(), cur.Slots, cur.Gen+1, keys, func(failed []int, _ map[int][]byte) ([]byte, error) {
+	a := newConsensus(self, cur.liveMembers(), cur.Slots, cur.Gen+1, keys, func(failed []int, _ map[int][]byte) ([]byte, error) {
 		next, err := cur.Next(failed)
 		if err != nil {
 			return nil, err
@@ -345,7 +346,7 @@ var (
 // else cur.Next (the lost ranks' places taken by spares). The slot
 // promises once SetInput gives its request (a spare gives an empty one).
 func NewRegroup(self int, cur Layout, keys Keys) *Agreement {
-	a := NewConsensus(self, cur.Live(), cur.Slots, cur.Gen+1, keys, func(failed []int, inputs map[int][]byte) ([]byte, error) {
+	a := newConsensus(self, cur.liveMembers(), cur.Slots, cur.Gen+1, keys, func(failed []int, inputs map[int][]byte) ([]byte, error) {
 		next, err := cur.Next(failed)
 		for _, in := range inputs {
 			if string(in) == string(InputShrink) {
@@ -367,8 +368,10 @@ func NewRegroup(self int, cur Layout, keys Keys) *Agreement {
 // until SetInput gives its input. keys sign the decision this slot makes
 // and verify the ones it is brought.
 func NewConsensus(self int, members []int, slots, inst int, keys Keys, propose func(failed []int, inputs map[int][]byte) ([]byte, error)) *Agreement {
-	live := slices.Clone(members)
-	slices.Sort(live)
+	return newConsensus(self, membersOf(members), slots, inst, keys, propose)
+}
+
+func newConsensus(self int, live members, slots, inst int, keys Keys, propose func(failed []int, inputs map[int][]byte) ([]byte, error)) *Agreement {
 	return &Agreement{self: self, inst: inst, slots: slots, live: live, lost: map[int]bool{}, heard: map[int]bool{}, propose: propose, reportedTo: -1, liar: -1, keys: keys}
 }
 
@@ -408,16 +411,16 @@ func (a *Agreement) gen() int { return a.inst }
 // quorum is the promises and accepteds a coordinator needs: a majority
 // of the slots live at the start, so that two sides of a partition never
 // both decide.
-func (a *Agreement) quorum() int { return len(a.live)/2 + 1 }
+func (a *Agreement) quorum() int { return a.live.len()/2 + 1 }
 
 func (a *Agreement) member(s int) bool {
-	_, ok := slices.BinarySearch(a.live, s)
+	_, ok := a.live.index(s)
 	return ok
 }
 
 // coordinator is the lowest slot of cur this slot does not know lost.
 func (a *Agreement) coordinator() int {
-	for _, s := range a.live {
+	for s := range a.live.all() {
 		if !a.lost[s] {
 			return s
 		}
@@ -448,7 +451,7 @@ func (a *Agreement) allAnswered() bool {
 			have--
 		}
 	}
-	return have == len(a.live)-len(a.lost)
+	return have == a.live.len()-len(a.lost)
 }
 
 // Failed is every slot of cur this slot knows lost, ascending.
@@ -655,7 +658,7 @@ func (a *Agreement) Plausible(from int, m Msg) error {
 	if m.Kind == Prepare {
 		// An honest sender is the coordinator once the slots it names
 		// lost are: it names every slot below it.
-		for _, s := range a.live {
+		for s := range a.live.all() {
 			if s == from {
 				break
 			}
@@ -695,7 +698,7 @@ func (a *Agreement) checkProof(from int, m Msg) error {
 			a.verified = append(a.verified, seen)
 		}
 	}
-	for _, s := range a.live {
+	for s := range a.live.all() {
 		if s == p.Origin {
 			break
 		}
@@ -742,7 +745,7 @@ func (a *Agreement) awaited() (int, string) {
 	if a.ballot == 0 {
 		return -1, ""
 	}
-	for _, s := range a.alive() {
+	for s := range a.alive() {
 		if _, ok := a.answers[s]; !ok {
 			if a.phase == Prepare {
 				return s, "promise"
@@ -819,15 +822,15 @@ func (a *Agreement) decide(v []byte, p *Proof) []Out {
 	return a.stepCheck()
 }
 
-// alive is the slots of cur not known lost.
-func (a *Agreement) alive() []int {
-	var out []int
-	for _, s := range a.live {
-		if !a.lost[s] {
-			out = append(out, s)
+// alive yields the members not known lost, ascending.
+func (a *Agreement) alive() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for s := range a.live.all() {
+			if !a.lost[s] && !yield(s) {
+				return
+			}
 		}
 	}
-	return out
 }
 
 // step moves the coordinator on: starts a round when this slot has become
@@ -836,8 +839,8 @@ func (a *Agreement) step() []Out {
 	if a.err != nil || a.decided != nil || !a.started || !a.ready {
 		return nil
 	}
-	if alive := len(a.live) - len(a.lost); alive < a.quorum() {
-		a.err = codes.New(codes.PeerLost, "agreement on generation %d: %d of %d slots live, fewer than a majority (lost: %v)", a.gen(), alive, len(a.live), a.failed())
+	if alive := a.live.len() - len(a.lost); alive < a.quorum() {
+		a.err = codes.New(codes.PeerLost, "agreement on generation %d: %d of %d slots live, fewer than a majority (lost: %v)", a.gen(), alive, a.live.len(), a.failed())
 		return nil
 	}
 	if c := a.coordinator(); c != a.self {
@@ -880,7 +883,7 @@ func (a *Agreement) step() []Out {
 		a.answers = map[int]Msg{a.self: {Kind: Accepted, Ballot: a.ballot}}
 		a.promised, a.accBallot, a.accepted = a.ballot, a.ballot, best
 		var out []Out
-		for _, s := range a.alive() {
+		for s := range a.alive() {
 			if s != a.self {
 				out = append(out, Out{s, Msg{Kind: Accept, Gen: a.gen(), Ballot: a.ballot, Value: best}})
 			}
@@ -903,7 +906,7 @@ func (a *Agreement) begin() []Out {
 	a.promised = a.ballot
 	a.answers = map[int]Msg{a.self: a.promise(a.ballot)}
 	var out []Out
-	for _, s := range a.alive() {
+	for s := range a.alive() {
 		if s != a.self {
 			out = append(out, Out{s, Msg{Kind: Prepare, Gen: a.gen(), Ballot: a.ballot, Failed: a.failed()}})
 		}

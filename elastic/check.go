@@ -38,20 +38,20 @@ import (
 // checkPos maps the members to the check tree's positions: the highest
 // member is position 0, the root.
 func (a *Agreement) checkPos(slot int) int {
-	if i, ok := slices.BinarySearch(a.live, slot); ok {
-		return len(a.live) - 1 - i
+	if i, ok := a.live.index(slot); ok {
+		return a.live.len() - 1 - i
 	}
 	return -1
 }
 
-func (a *Agreement) checkSlot(pos int) int { return a.live[len(a.live)-1-pos] }
+func (a *Agreement) checkSlot(pos int) int { return a.live.at(a.live.len() - 1 - pos) }
 
 func (a *Agreement) checkLost(pos int) bool { return a.lost[a.checkSlot(pos)] }
 
 // ringNeighbours are the live members this one confirms to and hears
 // confirms from: Watchers each way on the ring of the members.
 func (a *Agreement) ringNeighbours() []int {
-	n, i := len(a.live), a.checkPos(a.self)
+	n, i := a.live.len(), a.checkPos(a.self)
 	var out []int
 	for _, p := range append(topo.Successors(n, i, topo.Watchers, a.checkLost), topo.Predecessors(n, i, topo.Watchers, a.checkLost)...) {
 		if s := a.checkSlot(p); s != a.self && !slices.Contains(out, s) {
@@ -63,7 +63,7 @@ func (a *Agreement) ringNeighbours() []int {
 
 func (a *Agreement) checkChildren() []int {
 	var out []int
-	for _, p := range topo.LiveChildren(len(a.live), a.checkPos(a.self), a.checkLost) {
+	for _, p := range topo.LiveChildren(a.live.len(), a.checkPos(a.self), a.checkLost) {
 		out = append(out, a.checkSlot(p))
 	}
 	return out
@@ -71,7 +71,7 @@ func (a *Agreement) checkChildren() []int {
 
 // checkParent is this member's parent in the check tree, -1 for the root.
 func (a *Agreement) checkParent() int {
-	p := topo.LiveParent(len(a.live), a.checkPos(a.self), a.checkLost)
+	p := topo.LiveParent(a.live.len(), a.checkPos(a.self), a.checkLost)
 	if p < 0 {
 		return -1
 	}

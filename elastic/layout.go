@@ -16,8 +16,9 @@ import (
 	"sperli/codes"
 )
 
-// MaxSlots is the most slots a layout has.
-const MaxSlots = 65535
+// MaxSlots is the most slots a layout has: slots are u32 on the wire
+// (docs/protocol.md §12.2), bounded here as job.MaxSize bounds a job.
+const MaxSlots = 1 << 20
 
 // Layout is a generation's map of ranks to slots. It is a value: Next
 // makes a new one and never changes or aliases the old.
@@ -261,23 +262,23 @@ func (l Layout) Equal(o Layout) bool {
 }
 
 // MarshalBinary encodes l (docs/protocol.md §12.2): generation u32, slots
-// u16, the ranks as runs (a u16 count, then each run's first slot and
-// length, u16 each), then two lists (spares, lost), each a u16 count and
-// u16 slots.
+// u32, the ranks as runs (a u32 count, then each run's first slot and
+// length, u32 each), then two lists (spares, lost), each a u32 count and
+// u32 slots.
 func (l Layout) MarshalBinary() ([]byte, error) { return l.appendTo(nil), nil }
 
 func (l Layout) appendTo(b []byte) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(l.Gen))
-	b = binary.BigEndian.AppendUint16(b, uint16(l.Slots))
-	b = binary.BigEndian.AppendUint16(b, uint16(len(l.runs)))
+	b = binary.BigEndian.AppendUint32(b, uint32(l.Slots))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(l.runs)))
 	for _, x := range l.runs {
-		b = binary.BigEndian.AppendUint16(b, uint16(x.slot))
-		b = binary.BigEndian.AppendUint16(b, uint16(x.n))
+		b = binary.BigEndian.AppendUint32(b, uint32(x.slot))
+		b = binary.BigEndian.AppendUint32(b, uint32(x.n))
 	}
 	for _, list := range [][]int{l.Spares, l.Lost} {
-		b = binary.BigEndian.AppendUint16(b, uint16(len(list)))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(list)))
 		for _, s := range list {
-			b = binary.BigEndian.AppendUint16(b, uint16(s))
+			b = binary.BigEndian.AppendUint32(b, uint32(s))
 		}
 	}
 	return b
@@ -299,20 +300,20 @@ func bad(format string, args ...any) error {
 }
 
 func (l *Layout) decode(b []byte) ([]byte, error) {
-	if len(b) < 8 {
-		return nil, bad("layout of %d bytes, want at least 8", len(b))
+	if len(b) < 12 {
+		return nil, bad("layout of %d bytes, want at least 12", len(b))
 	}
 	gen := binary.BigEndian.Uint32(b)
-	slots := int(binary.BigEndian.Uint16(b[4:]))
-	nruns := int(binary.BigEndian.Uint16(b[6:]))
-	b = b[8:]
+	slots := int(binary.BigEndian.Uint32(b[4:]))
+	nruns := int(binary.BigEndian.Uint32(b[8:]))
+	b = b[12:]
 	if gen > 1<<31-1 || slots < 1 || slots > MaxSlots {
 		return nil, bad("layout of generation %d with %d slots", gen, slots)
 	}
 	if nruns == 0 {
 		return nil, bad("layout has no ranks")
 	}
-	if nruns > slots || len(b) < 4*nruns {
+	if nruns > slots || len(b) < 8*nruns {
 		return nil, bad("layout of %d runs of ranks (job of %d slots, %d bytes left)", nruns, slots, len(b))
 	}
 	// Every run, spare and lost slot is a span of slots; no two may meet.
@@ -320,8 +321,8 @@ func (l *Layout) decode(b []byte) ([]byte, error) {
 	runs := make([]run, nruns)
 	ranks := 0
 	for k := range runs {
-		s, n := int(binary.BigEndian.Uint16(b[4*k:])), int(binary.BigEndian.Uint16(b[4*k+2:]))
-		if n == 0 || s+n > slots {
+		s, n := int(binary.BigEndian.Uint32(b[8*k:])), int(binary.BigEndian.Uint32(b[8*k+4:]))
+		if n == 0 || n > slots || s >= slots || s+n > slots {
 			return nil, bad("layout's run %d of ranks is slots %d to %d, job of %d slots", k, s, s+n-1, slots)
 		}
 		if k > 0 && runs[k-1].slot+runs[k-1].n == s {
@@ -331,20 +332,20 @@ func (l *Layout) decode(b []byte) ([]byte, error) {
 		spans = append(spans, runs[k])
 		ranks += n
 	}
-	b = b[4*nruns:]
+	b = b[8*nruns:]
 	var lists [2][]int
 	for i := range lists {
-		if len(b) < 2 {
+		if len(b) < 4 {
 			return nil, bad("layout cut short")
 		}
-		n := int(binary.BigEndian.Uint16(b))
-		b = b[2:]
-		if n > slots || len(b) < 2*n {
+		n := int(binary.BigEndian.Uint32(b))
+		b = b[4:]
+		if n > slots || len(b) < 4*n {
 			return nil, bad("layout list of %d slots (job of %d, %d bytes left)", n, slots, len(b))
 		}
 		list := make([]int, n)
 		for k := range list {
-			s := int(binary.BigEndian.Uint16(b[2*k:]))
+			s := int(binary.BigEndian.Uint32(b[4*k:]))
 			if s >= slots {
 				return nil, bad("layout names slot %d, job of %d slots", s, slots)
 			}
@@ -353,7 +354,7 @@ func (l *Layout) decode(b []byte) ([]byte, error) {
 				spans = append(spans, run{-1, s, 1})
 			}
 		}
-		b = b[2*n:]
+		b = b[4*n:]
 		lists[i] = list
 	}
 	if !slices.IsSorted(lists[0]) || !slices.IsSorted(lists[1]) {

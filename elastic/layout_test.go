@@ -127,7 +127,7 @@ func TestLayoutRunsMatchTheRule(t *testing.T) {
 
 // A layout of the largest job is a few bytes on the wire while few slots
 // changed (it was 2 bytes a rank, and past 16,000 ranks it did not fit an
-// agreement's value).
+// agreement's value): 108 bytes for a million ranks after three losses.
 func TestLayoutOfALargeJobIsSmall(t *testing.T) {
 	l := Initial(MaxSlots-10, 10)
 	for _, s := range []int{5, 40000, 65000} {
@@ -137,7 +137,7 @@ func TestLayoutOfALargeJobIsSmall(t *testing.T) {
 		}
 	}
 	b, _ := l.MarshalBinary()
-	if len(b) > 64 || len(b) > MaxValue {
+	if len(b) > 128 || len(b) > MaxValue {
 		t.Fatalf("layout of %d ranks after 3 losses is %d bytes", l.Size(), len(b))
 	}
 	if l.Slot(40000) != MaxSlots-9 || l.Slot(5) != MaxSlots-10 || l.Slot(65000) != MaxSlots-8 || l.Slot(65001) != 65001 {
@@ -149,16 +149,16 @@ func TestLayoutOfALargeJobIsSmall(t *testing.T) {
 func TestLayoutDecodeRefuses(t *testing.T) {
 	enc := func(slots int, runs [][2]int, spares, lost []int) []byte {
 		b := binary.BigEndian.AppendUint32(nil, 1)
-		b = binary.BigEndian.AppendUint16(b, uint16(slots))
-		b = binary.BigEndian.AppendUint16(b, uint16(len(runs)))
+		b = binary.BigEndian.AppendUint32(b, uint32(slots))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(runs)))
 		for _, r := range runs {
-			b = binary.BigEndian.AppendUint16(b, uint16(r[0]))
-			b = binary.BigEndian.AppendUint16(b, uint16(r[1]))
+			b = binary.BigEndian.AppendUint32(b, uint32(r[0]))
+			b = binary.BigEndian.AppendUint32(b, uint32(r[1]))
 		}
 		for _, list := range [][]int{spares, lost} {
-			b = binary.BigEndian.AppendUint16(b, uint16(len(list)))
+			b = binary.BigEndian.AppendUint32(b, uint32(len(list)))
 			for _, s := range list {
-				b = binary.BigEndian.AppendUint16(b, uint16(s))
+				b = binary.BigEndian.AppendUint32(b, uint32(s))
 			}
 		}
 		return b
@@ -182,7 +182,9 @@ func TestLayoutDecodeRefuses(t *testing.T) {
 		{"a lost slot that is a rank", enc(10, [][2]int{{0, 4}}, nil, []int{1}), "slot 1 twice"},
 		{"a lost slot that is a spare", enc(10, [][2]int{{0, 4}}, []int{5}, []int{5}), "slot 5 twice"},
 		{"a lost slot twice", enc(10, [][2]int{{0, 4}}, nil, []int{6, 6}), "slot 6 twice"},
-		{"more runs than bytes", good[:8+4*2], "runs of ranks"},
+		{"more runs than bytes", good[:12+8*2], "runs of ranks"},
+		{"a run of 2³²−1 slots", enc(10, [][2]int{{1, 1<<32 - 1}}, nil, nil), "run 0 of ranks"},
+		{"slots past the most", enc(MaxSlots+1, [][2]int{{0, 1}}, nil, nil), "slots"},
 		{"runs counted past the slots", enc(2, [][2]int{{0, 1}, {1, 1}, {0, 1}}, nil, nil), "3 runs"},
 		{"spares out of order", enc(10, [][2]int{{0, 4}}, []int{7, 5}, nil), "not in order"},
 		{"bytes after", append(slices.Clone(good), 0), "after its end"},

@@ -252,9 +252,10 @@ func (j *Job) Validate() error {
 // Slots is the number of processes of the job: its ranks and its spares.
 func (j *Job) Slots() int { return j.Size + j.Spares }
 
-// MaxSize is the largest job this version runs: slots are u16 in the
-// agreement (docs/protocol.md §12.4).
-const MaxSize = 65535
+// MaxSize is the largest job this version runs (1,048,576 slots): slots
+// are u32 on the wire (docs/protocol.md §12.2, §12.4), and a job this
+// large is what the simulation runs (docs/scale.md).
+const MaxSize = 1 << 20
 
 // MaxSilenceMS is the longest silence limit (one day).
 const MaxSilenceMS = 86400000

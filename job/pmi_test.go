@@ -342,7 +342,7 @@ func TestPMIEnvironment(t *testing.T) {
 		{"PMI_FD not a number", PMIEnv{FD: "x", Rank: "0", Size: "1"}, `PMI_FD is "x"`},
 		{"PMI_FD negative", PMIEnv{FD: "-3", Rank: "0", Size: "1"}, `PMI_FD is "-3"`},
 		{"size 0", PMIEnv{FD: "99", Rank: "0", Size: "0"}, `PMI_SIZE is "0"`},
-		{"size too large", PMIEnv{FD: "99", Rank: "0", Size: "99999"}, `PMI_SIZE is "99999"`},
+		{"size too large", PMIEnv{FD: "99", Rank: "0", Size: "9999999"}, `PMI_SIZE is "9999999"`},
 		{"rank outside", PMIEnv{FD: "99", Rank: "2", Size: "2"}, `PMI_RANK is "2"`},
 		{"PMI_FD a pipe", PMIEnv{FD: strconv.Itoa(pipe[0]), Rank: "0", Size: "1"}, "is not a socket"},
 	} {

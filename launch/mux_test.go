@@ -96,7 +96,7 @@ func TestMuxRefused(t *testing.T) {
 		{"start from the agent", muxFromAgent, header(muxStart, 1, 8), "start frame from the agent"},
 		{"stdout from the launcher", muxFromLauncher, header(muxStdout, 1, 1), "stdout frame from the launcher"},
 		{"hello for a slot", muxFromAgent, header(muxHello, 2, uint32(len(muxHelloText))), "hello frame for slot 2, want 0"},
-		{"slot out of any job", muxFromLauncher, header(muxStdin, 65535, 1), "stdin frame for slot 65535, want 0 to 65534"},
+		{"slot out of any job", muxFromLauncher, header(muxStdin, 1<<20, 1), "stdin frame for slot 1048576, want 0 to 1048575"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The header, then a payload as long as the header says or

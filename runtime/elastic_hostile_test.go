@@ -33,9 +33,9 @@ func TestHostileAgreeFrames(t *testing.T) {
 		b := []byte{kind, 0, 0, 0, 0, gen} // kind, flags, instance
 		b = binary.BigEndian.AppendUint64(b, ballot)
 		b = append(b, make([]byte, 8)...) // accepted ballot
-		b = append(b, 0, byte(len(failed)))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(failed)))
 		for _, s := range failed {
-			b = append(b, byte(s>>8), byte(s))
+			b = binary.BigEndian.AppendUint32(b, uint32(s))
 		}
 		return b
 	}
@@ -105,7 +105,7 @@ func TestClaimedLossOfALiveSlot(t *testing.T) {
 	comms := initSlots(t, ctx, jobs)
 	report := []byte{0, 6, 0, 0, 0, 0, 1} // purpose layout, a report for generation 1
 	report = append(report, make([]byte, 16)...)
-	report = append(report, 0, 1, 0, 2) // failed: slot 2
+	report = append(report, 0, 0, 0, 1, 0, 0, 0, 2) // failed: slot 2 (a u32 count, u32 slots)
 	newHostile(t, comms[1]).write(0, rawFrame{Type: tAgree, Payload: report})
 	_, err := comms[0].Recv(ctx, 1, 99)
 	wantCode(t, "slot 0 after slot 1's claim", err, codes.ProtocolViolation)

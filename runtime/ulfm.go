@@ -239,36 +239,36 @@ type agreeMismatch struct {
 
 // agreeValue is the decided value of an Agree: the AND of the flags, the
 // failed slots, and a mismatch byte (0: none; 1: then two slots and
-// their calls that differ, u16 and u8 each).
+// their calls that differ, u32 and u8 each).
 func agreeValue(flag uint64, failed []int, mis *agreeMismatch) []byte {
 	b := binary.BigEndian.AppendUint64(nil, flag)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(failed)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(failed)))
 	for _, s := range failed {
-		b = binary.BigEndian.AppendUint16(b, uint16(s))
+		b = binary.BigEndian.AppendUint32(b, uint32(s))
 	}
 	if mis == nil {
 		return append(b, 0)
 	}
 	b = append(b, 1)
-	b = binary.BigEndian.AppendUint16(b, uint16(mis.A))
+	b = binary.BigEndian.AppendUint32(b, uint32(mis.A))
 	b = append(b, mis.KindA)
-	b = binary.BigEndian.AppendUint16(b, uint16(mis.B))
+	b = binary.BigEndian.AppendUint32(b, uint32(mis.B))
 	return append(b, mis.KindB)
 }
 
 func parseAgreeValue(b []byte, slots int) (uint64, []int, *agreeMismatch, error) {
-	if len(b) < 11 {
+	if len(b) < 13 {
 		return 0, nil, nil, codes.New(codes.ProtocolViolation, "agree: a decided value of %d bytes", len(b))
 	}
 	flag := binary.BigEndian.Uint64(b)
-	n := int(binary.BigEndian.Uint16(b[8:]))
-	rest := len(b) - 10 - 2*n
-	if n > slots || rest < 1 || (b[len(b)-rest] == 0 && rest != 1) || (b[len(b)-rest] == 1 && rest != 7) || b[len(b)-rest] > 1 {
+	n := int(binary.BigEndian.Uint32(b[8:]))
+	rest := len(b) - 12 - 4*n
+	if n > slots || rest < 1 || (b[len(b)-rest] == 0 && rest != 1) || (b[len(b)-rest] == 1 && rest != 11) || b[len(b)-rest] > 1 {
 		return 0, nil, nil, codes.New(codes.ProtocolViolation, "agree: a decided value of %d bytes naming %d slots", len(b), n)
 	}
 	var failed []int
 	for i := 0; i < n; i++ {
-		s := int(binary.BigEndian.Uint16(b[10+2*i:]))
+		s := int(binary.BigEndian.Uint32(b[12+4*i:]))
 		if s >= slots {
 			return 0, nil, nil, codes.New(codes.ProtocolViolation, "agree: a decided value names slot %d of %d", s, slots)
 		}
@@ -277,8 +277,8 @@ func parseAgreeValue(b []byte, slots int) (uint64, []int, *agreeMismatch, error)
 	if rest == 1 {
 		return flag, failed, nil, nil
 	}
-	m := b[10+2*n+1:]
-	mis := &agreeMismatch{A: int(binary.BigEndian.Uint16(m)), KindA: m[2], B: int(binary.BigEndian.Uint16(m[3:])), KindB: m[5]}
+	m := b[12+4*n+1:]
+	mis := &agreeMismatch{A: int(binary.BigEndian.Uint32(m)), KindA: m[4], B: int(binary.BigEndian.Uint32(m[5:])), KindB: m[9]}
 	if mis.A >= slots || mis.B >= slots || int(mis.KindA) >= len(agreeCallName) || int(mis.KindB) >= len(agreeCallName) || mis.KindA == mis.KindB {
 		return 0, nil, nil, codes.New(codes.ProtocolViolation, "agree: a decided value with a mismatch of slots %d, %d calls %d, %d", mis.A, mis.B, mis.KindA, mis.KindB)
 	}

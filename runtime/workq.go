@@ -91,14 +91,14 @@ type wqRecord struct {
 	result []byte
 }
 
-const wqRecordHead = 1 + 4 + 8 + 4 + 2 + 32 + 4
+const wqRecordHead = 1 + 4 + 8 + 4 + 4 + 32 + 4
 
 func (r wqRecord) append(b []byte) []byte {
 	b = append(b, r.kind)
 	b = binary.BigEndian.AppendUint32(b, r.f.gen)
 	b = binary.BigEndian.AppendUint64(b, r.f.lease)
 	b = binary.BigEndian.AppendUint32(b, uint32(r.id))
-	b = binary.BigEndian.AppendUint16(b, uint16(r.slot))
+	b = binary.BigEndian.AppendUint32(b, uint32(r.slot))
 	b = append(b, r.sum[:]...)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(r.result)))
 	return append(b, r.result...)
@@ -113,9 +113,9 @@ func parseRecords(b []byte, n, slots int) ([]wqRecord, error) {
 			return nil, fmt.Errorf("a log record cut short (%d bytes)", len(b))
 		}
 		r := wqRecord{kind: b[0], f: fence{binary.BigEndian.Uint32(b[1:]), binary.BigEndian.Uint64(b[5:])},
-			id: int(binary.BigEndian.Uint32(b[13:])), slot: int(binary.BigEndian.Uint16(b[17:]))}
-		copy(r.sum[:], b[19:51])
-		size := int(binary.BigEndian.Uint32(b[51:]))
+			id: int(binary.BigEndian.Uint32(b[13:])), slot: int(binary.BigEndian.Uint32(b[17:]))}
+		copy(r.sum[:], b[21:53])
+		size := int(binary.BigEndian.Uint32(b[53:]))
 		b = b[wqRecordHead:]
 		switch {
 		case r.kind != 'P' && r.kind != 'X':

@@ -21,7 +21,7 @@ import (
 // launcher restart resumes the queue from it. At its first write the
 // master writes the whole log as a new file (synced, renamed over the
 // last one, its directory synced); then it appends the new records in
-// chunks, each synced. File: "SPRLWQ2\x00", the SHA-256 of the queue's
+// chunks, each synced. File: "SPRLWQ3\x00" (2: slots were u16), the SHA-256 of the queue's
 // name and items (32 bytes), then chunks: the records' length (u32), the
 // records (as on the wire), and the job key's signature (as a COMMIT's)
 // of the items' SHA-256, the chunk's number (u32), the records' SHA-256
@@ -29,7 +29,7 @@ import (
 // short at the end (a crash while it was written) is dropped; a whole one
 // whose signature does not verify is H1620.
 
-const wqFileMagic = "SPRLWQ2\x00"
+const wqFileMagic = "SPRLWQ3\x00"
 
 // wqDiskEvery is how many new records wake the writer (wqWriter), which
 // also writes at the end.

@@ -26,7 +26,8 @@ func TestWorkLogRecords(t *testing.T) {
 		{"cut short", good[:20], "cut short"},
 		{"unknown kind", bad(func(b []byte) []byte { b[0] = 'Q'; return b }), "kind"},
 		{"item out of range", bad(func(b []byte) []byte { b[16] = 99; return b }), "item 99"},
-		{"slot out of range", bad(func(b []byte) []byte { b[18] = 9; return b }), "slot 9"},
+		{"slot out of range", bad(func(b []byte) []byte { b[20] = 9; return b }), "slot 9"},
+		{"slot past 2¹⁶", bad(func(b []byte) []byte { b[18] = 1; return b }), "slot 65540"},
 		{"result not its SHA-256", bad(func(b []byte) []byte { b[wqRecordHead] ^= 1; return b }), "does not match"},
 		{"result longer than the bytes", bad(func(b []byte) []byte { b[wqRecordHead-1] = 200; return b }), "result of"},
 	} {
