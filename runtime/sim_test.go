@@ -53,7 +53,10 @@ import (
 // SPERLI_SIM=1000,10000 (make sim) runs the sizes it lists and prints
 // their figures; SPERLI_SIM_BUF_KIB=N makes the links' buffers N KiB, and
 // SPERLI_SIM_HEAP=FILE writes a heap profile of what the slots hold when
-// they are done (docs/scale.md, where the simulation's memory goes).
+// they are done (docs/scale.md, where the simulation's memory goes);
+// SPERLI_SIM_LAUNCH_US=G starts a slot every G µs of simulated time, the
+// highest first, rather than every slot at once (what lets 100,000 fit:
+// the handshakes of a join at once are most of the peak).
 
 const (
 	// simLatency is one way's latency of the simulated network: a
@@ -97,6 +100,7 @@ type simResult struct {
 	known2, nextGen2    time.Duration // from the stop until every live slot knew, until generation 2 ran
 	hops2, sawIt2       int
 	sums2               []int64       // each rank's allreduce in generation 2
+	launchGap           time.Duration // between the starts of two slots (0: every slot at once)
 	joined              time.Duration // from the start until every slot joined
 	firstBarrier        time.Duration // from the start until the first barrier ended everywhere
 	known               time.Duration // from the crash until every live slot knew of it
@@ -135,6 +139,9 @@ func statOf(xs []int64) stat {
 
 func (r simResult) print(w io.Writer) {
 	fmt.Fprintf(w, "simulation of %d ranks and %d spare(s) (latency %v, handshake %v, silence %v)\n", r.n, r.spares, simLatency, simHandshake, simSilence)
+	if r.launchGap > 0 {
+		fmt.Fprintf(w, "  launch: a slot started every %v, the highest first: the last at %v\n", r.launchGap, r.launchGap*time.Duration(r.n+r.spares-1))
+	}
 	fmt.Fprintf(w, "  join: every slot joined at %v simulated, first barrier at %v; links per slot max %d mean %.1f\n",
 		r.joined, r.firstBarrier, r.joinLinks.max, r.joinLinks.mean)
 	fmt.Fprintf(w, "  loss of slot %d: %d slots saw it, every live slot knew after %v, in at most %d hops\n", r.victim, r.sawIt, r.known, r.hops)
@@ -303,6 +310,9 @@ func simulateIn(t *testing.T, n int) simResult {
 	spares, stopped := 2, n/4
 	slots := n + spares
 	r := simResult{n: n, spares: spares, victim: n / 2, stopped: stopped}
+	if us, err := strconv.Atoi(os.Getenv("SPERLI_SIM_LAUNCH_US")); err == nil && us > 0 {
+		r.launchGap = time.Duration(us) * time.Microsecond
+	}
 	mn := memnet.New()
 	mn.Latency = simLatency
 	mn.Buffer = 256 << 10
@@ -354,7 +364,18 @@ func simulateIn(t *testing.T, n int) simResult {
 	barrier := make(chan struct{}) // closed when every live slot passed the first barrier
 	var passed sync.WaitGroup
 	passed.Add(n)
-	for s := range slots {
+	for i := range slots {
+		s := i
+		if r.launchGap > 0 {
+			// The launcher starts a slot every launchGap, the highest
+			// first: the lower slot of a pair dials in the join, and finds
+			// the higher one listening, so no handshake waits for a slot
+			// not started (each would hold its TLS state meanwhile).
+			s = slots - 1 - i
+			if i > 0 {
+				time.Sleep(r.launchGap)
+			}
+		}
 		j, err := id.Describe(spec, s)
 		if err != nil {
 			t.Fatal(err)
