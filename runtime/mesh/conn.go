@@ -109,7 +109,7 @@ func (p *Peer) WriteRaw(b []byte) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if p.bw == nil {
-		p.bw = borrowWriter(p.conn)
+		p.bw = newWriter(p.conn)
 	}
 	if _, err := p.bw.Write(b); err != nil {
 		return err

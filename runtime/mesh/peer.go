@@ -100,7 +100,7 @@ type Peer struct {
 
 	wmu      sync.Mutex    // guards bw, cork and the connection's write side
 	lastSent bool          // last was written: nothing more is (wmu)
-	bw       *bufio.Writer // borrowed from writers while frames are written, nil between flushes
+	bw       *bufio.Writer // made at the first write
 	cork     *corkConn     // below TLS, or nil
 	hb       [wire.HeaderSize]byte
 
@@ -529,7 +529,7 @@ func (p *Peer) writeFrame(f *Frame) error {
 	f.H.Source = uint32(p.sh.Self) // the generation was set by who made the frame
 	f.H.Put(p.hb[:])
 	if p.bw == nil {
-		p.bw = borrowWriter(p.conn)
+		p.bw = newWriter(p.conn)
 	}
 	if _, err := p.bw.Write(p.hb[:]); err != nil {
 		return err
@@ -541,19 +541,11 @@ func (p *Peer) writeFrame(f *Frame) error {
 	return err
 }
 
-// writers are the links' write buffers: a link borrows one while it
-// writes frames and gives it back when it flushes, so an idle link holds
-// none (a rank of a thousand ranks had 16 KiB idle in each of its links,
-// docs/scale.md).
-var writers sync.Pool
-
-func borrowWriter(w io.Writer) *bufio.Writer {
-	if bw, _ := writers.Get().(*bufio.Writer); bw != nil && bw.Size() == BufSize {
-		bw.Reset(w)
-		return bw
-	}
-	return bufio.NewWriterSize(w, BufSize)
-}
+// newWriter is a link's write buffer, made at its first write. Borrowing
+// one from a pool for each batch and giving it back at the flush, so that
+// an idle link held none, made a stream of 1 MiB frames 10-14 % slower
+// (BenchmarkRate1MiB, docs/benchmarks.md), and was not kept.
+func newWriter(w io.Writer) *bufio.Writer { return bufio.NewWriterSize(w, BufSize) }
 
 // flush writes out what bw holds and what the cork gathered. Call with wmu
 // held.
@@ -561,9 +553,6 @@ func (p *Peer) flush() error {
 	var err error
 	if p.bw != nil {
 		err = p.bw.Flush()
-		p.bw.Reset(nil) // what a failed flush left is dropped: the link is broken
-		writers.Put(p.bw)
-		p.bw = nil
 	}
 	if p.cork != nil {
 		if uerr := p.cork.uncork(); err == nil {
