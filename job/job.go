@@ -253,8 +253,8 @@ func (j *Job) Validate() error {
 func (j *Job) Slots() int { return j.Size + j.Spares }
 
 // MaxSize is the largest job this version runs (1,048,576 slots): slots
-// are u32 on the wire (docs/protocol.md §12.2, §12.4), and a job this
-// large is what the simulation runs (docs/scale.md).
+// are u32 on the wire (docs/protocol.md §12.2, §12.4), so that a job of
+// 100,000 (SPEC §18's simulation, docs/scale.md) is not refused.
 const MaxSize = 1 << 20
 
 // MaxSilenceMS is the longest silence limit (one day).
