@@ -105,7 +105,7 @@ type Peer struct {
 	hb       [wire.HeaderSize]byte
 
 	rkick chan struct{} // wakes the reader goroutine out of its grace (ReadSoon)
-	stop  chan struct{} // closed to end the writer (after it drained)
+	stop  chan struct{} // closed when the peer closes: the reader stops (the writer: stopping)
 
 	rmu        sync.Mutex // held by whoever reads
 	rs         readState
