@@ -210,21 +210,7 @@ func sortedSet(xs []int) []int {
 }
 
 // Live is every live slot of l, ascending: the ranks' and the spares'.
-func (l Layout) Live() []int {
-	// The runs by slot, merged with the spares: no sort of every slot.
-	out := make([]int, 0, l.Size()+len(l.Spares))
-	sp := l.Spares
-	for _, k := range l.bySlot {
-		x := l.runs[k]
-		for len(sp) > 0 && sp[0] < x.slot {
-			out, sp = append(out, sp[0]), sp[1:]
-		}
-		for i := range x.n {
-			out = append(out, x.slot+i)
-		}
-	}
-	return append(out, sp...)
-}
+func (l Layout) Live() []int { return slices.Collect(l.liveMembers().all()) }
 
 // RankOf is the rank slot is in l.
 func (l Layout) RankOf(slot int) (int, bool) {
