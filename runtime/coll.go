@@ -439,6 +439,22 @@ func (cc *collCall) Take(from int) (sched.Frame, error) {
 // Release hands a taken frame's payload buffer back to the pool.
 func (cc *collCall) Release(f sched.Frame) { bufpool.Put(f.Buf) }
 
+// Partners dials now the missing links to the ranks named whose slots are
+// higher than this rank's: the lower slot of a pair makes a collective's
+// link (collLinkAt), and a parent that dialed each kid only when it took
+// from it would make its kids' links one after another, each kid waiting
+// for the dial before it. A link to a lower slot is that slot's to make.
+func (cc *collCall) Partners(ranks ...int) {
+	for _, r := range ranks {
+		if r < 0 || r >= cc.c.size {
+			continue
+		}
+		if s := cc.c.layout.Slot(cc.c.worldRank(r)); s > cc.c.links.self {
+			cc.c.links.link(s)
+		}
+	}
+}
+
 // Mismatch ends the job: the ranks disagree about the call (H1613).
 func (cc *collCall) Mismatch(format string, args ...any) error { return cc.c.mismatch(format, args...) }
 

@@ -22,6 +22,9 @@ func bruck(l Link, data []byte) ([][]byte, error) {
 	held := make([]byte, b, n*b)
 	copy(held, data)
 	for d := 1; d < n; d *= 2 {
+		l.Partners((me-d+n)%n, (me+d)%n)
+	}
+	for d := 1; d < n; d *= 2 {
 		cnt := min(d, n-d)
 		if err := l.Send((me-d+n)%n, false, held[:cnt*b]); err != nil {
 			return nil, err
@@ -102,6 +105,9 @@ func bruckAlltoall(l Link, c Call) ([]byte, error) {
 	for j := range n {
 		to := (me + j) % n
 		copy(held[j*b:(j+1)*b], data[to*b:(to+1)*b])
+	}
+	for d := 1; d < n; d *= 2 {
+		l.Partners((me+d)%n, (me-d+n)%n)
 	}
 	for d := 1; d < n; d *= 2 {
 		// The offsets with the bit d are runs of d: [d, 2d), [3d, 4d), …

@@ -21,6 +21,7 @@ package sched
 // waits for it, and the mismatch is seen, where down the chain each would
 // wait for a frame the other never sends.
 func foldChain(l Link, t tree, c Call) ([]byte, error) {
+	l.Partners(l.Rank()-1, l.Rank()+1)
 	for _, k := range t.kids {
 		f, err := takeData(l, k, c.Kind, len(c.Data), 0)
 		if err != nil {

@@ -75,8 +75,10 @@ type fakeLink struct {
 	failSend, failTake int
 	sends, takes       int
 	sent               []sentFrame
-	// partners are the ranks this rank sent to or took from.
-	partners map[int]bool
+	// partners are the ranks this rank sent to or took from; named are
+	// those the schedule named in Partners, and unnamed those it used
+	// before naming them.
+	partners, named, unnamed map[int]bool
 	// mismatch is the message of this rank's Mismatch ("": none).
 	mismatch string
 }
@@ -119,7 +121,7 @@ func (l *fakeLink) Send(to int, ack bool, data []byte) error {
 		l.net.t.Errorf("rank %d sent a frame to rank %d of %d", l.rank, to, l.net.n)
 		return errInjected
 	}
-	l.partners[to] = true
+	l.use(to)
 	off := l.rank % 2
 	buf := fakeBuf(off + len(data))
 	copy(buf[off:], data)
@@ -145,7 +147,7 @@ func (l *fakeLink) Take(from int) (Frame, error) {
 		l.net.t.Errorf("rank %d took a frame from rank %d of %d", l.rank, from, l.net.n)
 		return Frame{}, errInjected
 	}
-	l.partners[from] = true
+	l.use(from)
 	p := l.net.pipe(from, l.rank)
 	select {
 	case f := <-p:
@@ -195,6 +197,22 @@ func fakeBuf(n int) []byte {
 	return make([]byte, n, 1<<k)
 }
 
+func (l *fakeLink) Partners(ranks ...int) {
+	for _, r := range ranks {
+		if r >= 0 && r < l.net.n && r != l.rank {
+			l.named[r] = true
+		}
+	}
+}
+
+// use records that the schedule sent to or took from rank r.
+func (l *fakeLink) use(r int) {
+	l.partners[r] = true
+	if !l.named[r] {
+		l.unnamed[r] = true
+	}
+}
+
 func (l *fakeLink) Mismatch(format string, args ...any) error {
 	l.mismatch = fmt.Sprintf(format, args...)
 	l.net.end()
@@ -221,7 +239,7 @@ func runBy(t testing.TB, n int, s Schedule, setup func(l *fakeLink) Call) ([]*fa
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		links[r] = &fakeLink{net: net, rank: r, partners: make(map[int]bool)}
+		links[r] = &fakeLink{net: net, rank: r, partners: make(map[int]bool), named: make(map[int]bool), unnamed: make(map[int]bool)}
 		call := setup(links[r])
 		links[r].kind = call.Kind
 		wg.Add(1)

@@ -38,6 +38,14 @@ type Link interface {
 	// different lengths) and returns the error the schedule returns. The
 	// message is format and args as fmt.Sprintf makes it.
 	Mismatch(format string, args ...any) error
+	// Partners names ranks the schedule will send to or take from in this
+	// call, before its first frame to or from them, so that the Link may
+	// make their connections now and together: a parent that takes from
+	// its kids one after another would otherwise wait for each kid's
+	// connection in turn. It is a hint: a rank named may go unused, and a
+	// schedule may use a rank it did not name. Out-of-range ranks and the
+	// Link's own rank are ignored.
+	Partners(ranks ...int)
 }
 
 // Frame is a frame of the call, as Link.Take returns it.

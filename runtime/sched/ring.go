@@ -10,6 +10,7 @@ func allgatherRing(l Link, c Call) ([]byte, error) {
 	out := make([]byte, n*b)
 	copy(out[me*b:], data)
 	next, prev := (me+1)%n, (me-1+n)%n
+	l.Partners(next, prev)
 	for _, ch := range chunks(b) {
 		if err := l.Send(next, false, data[ch[0]:ch[1]]); err != nil {
 			return nil, err

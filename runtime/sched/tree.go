@@ -81,7 +81,10 @@ type tree struct {
 func newTree(l Link) tree {
 	n, me := l.Size(), l.Rank()
 	_, hi := topo.Range(n, me)
-	return tree{n: n, me: me, parent: topo.Parent(n, me), kids: topo.Children(n, me), hi: hi}
+	t := tree{n: n, me: me, parent: topo.Parent(n, me), kids: topo.Children(n, me), hi: hi}
+	l.Partners(t.parent)
+	l.Partners(t.kids...)
+	return t
 }
 
 // end is the end of kid i's subtree.

@@ -3,6 +3,7 @@ package sched
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 	"testing"
@@ -169,6 +170,7 @@ func TestPartners(t *testing.T) {
 						t.Errorf("%s %s (root %d): rank %d has rank %d as a partner, not a topo neighbour %v", tl.kind, tl.name, root, r, p, nb)
 					}
 				}
+				checkNamed(t, fmt.Sprintf("%s %s (root %d)", tl.kind, tl.name, root), l, nb)
 			}
 			t.Logf("%s %s, root %d: at most %d partners (rank %d)", tl.kind, tl.name, root, most, at)
 			if most > tl.partners {
@@ -275,11 +277,28 @@ func TestBruckAlltoall(t *testing.T) {
 		if len(l.partners) > 2*rounds {
 			t.Errorf("alltoall bruck at rank %d: %d partners, want at most %d", r, len(l.partners), 2*rounds)
 		}
+		checkNamed(t, "alltoall bruck", l, slices.Collect(maps.Keys(l.partners)))
 		for j := range n { // block j came from rank j, and was meant for r
 			from, to := binary.LittleEndian.Uint32(res[r][8*j:]), binary.LittleEndian.Uint32(res[r][8*j+4:])
 			if int(from) != j || int(to) != r {
 				t.Fatalf("alltoall bruck at rank %d: block %d is rank %d's block for rank %d", r, j, from, to)
 			}
+		}
+	}
+}
+
+// checkNamed checks that l's schedule named every rank it sent to or took
+// from in Partners before its first frame to or from it (the runtime
+// makes the missing links of a call then, all together), and named only
+// ranks among may.
+func checkNamed(t *testing.T, what string, l *fakeLink, may []int) {
+	t.Helper()
+	for p := range l.unnamed {
+		t.Errorf("%s: rank %d used rank %d before naming it a partner", what, l.rank, p)
+	}
+	for p := range l.named {
+		if !slices.Contains(may, p) {
+			t.Errorf("%s: rank %d named rank %d a partner, not one of %v", what, l.rank, p, may)
 		}
 	}
 }
