@@ -100,7 +100,7 @@ type Peer struct {
 
 	wmu      sync.Mutex    // guards bw, cork and the connection's write side
 	lastSent bool          // last was written: nothing more is (wmu)
-	bw       *bufio.Writer // made at the first write
+	bw       *bufio.Writer // made at the first batch above smallBatch
 	cork     *corkConn     // below TLS, or nil
 	hb       [wire.HeaderSize]byte
 
@@ -471,10 +471,7 @@ func (p *Peer) sendAs(f *Frame, direct, wait bool) error {
 		p.wmu.Lock()
 		err := ErrLeft // the last frame went out before this one could
 		if !p.lastSent {
-			err = p.writeFrame(f)
-			if err == nil {
-				err = p.flush()
-			}
+			err = p.writeBatch([]*Frame{f})
 		}
 		p.wmu.Unlock()
 		p.qmu.Lock()
@@ -538,6 +535,65 @@ func (p *Peer) writeFrame(f *Frame) error {
 		return err
 	}
 	_, err := p.bw.Write(f.Payload)
+	return err
+}
+
+// smallBatch is the most bytes a batch of frames has to go out without
+// the link's write buffer. Most links of a large job carry only small
+// frames — heartbeats, news, a collective's few bytes — and a buffer of
+// BufSize held by each for the job's life was a tenth of a simulated
+// slot's heap (docs/scale.md): a link makes its buffer at the first batch
+// larger than this, and until then writes each batch from a small pooled
+// one, in one write (one TLS record) as a flush of the buffer would.
+const smallBatch = 1024
+
+var smallBufs = sync.Pool{New: func() any { b := make([]byte, 0, smallBatch); return &b }}
+
+// batchBytes is the bytes the frames of a batch take on the wire, or more
+// than smallBatch once it knows them to be more.
+func batchBytes(batches ...[]*Frame) int {
+	n := 0
+	for _, fs := range batches {
+		for _, f := range fs {
+			if n += wire.HeaderSize + len(f.Head) + len(f.Payload); n > smallBatch {
+				return n
+			}
+		}
+	}
+	return n
+}
+
+// writeBatch writes frames, the batches in order, and flushes them. Call
+// with wmu held.
+func (p *Peer) writeBatch(batches ...[]*Frame) error {
+	if p.bw == nil && batchBytes(batches...) <= smallBatch {
+		return p.writeSmall(batches...)
+	}
+	for _, fs := range batches {
+		for _, f := range fs {
+			if err := p.writeFrame(f); err != nil {
+				return err
+			}
+		}
+	}
+	return p.flush()
+}
+
+// writeSmall writes a batch of at most smallBatch bytes in one write. Call
+// with wmu held.
+func (p *Peer) writeSmall(batches ...[]*Frame) error {
+	bp := smallBufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	for _, fs := range batches {
+		for _, f := range fs {
+			f.H.Source = uint32(p.sh.Self) // as writeFrame
+			f.H.Put(p.hb[:])
+			b = append(append(append(b, p.hb[:]...), f.Head...), f.Payload...)
+		}
+	}
+	_, err := p.conn.Write(b)
+	*bp = b[:0]
+	smallBufs.Put(bp)
 	return err
 }
 
@@ -617,19 +673,7 @@ func (p *Peer) writeRun() {
 		}
 		if err == nil {
 			p.wmu.Lock()
-			for _, f := range ctl {
-				if err == nil {
-					err = p.writeFrame(f)
-				}
-			}
-			for _, f := range data {
-				if err == nil {
-					err = p.writeFrame(f)
-				}
-			}
-			if err == nil {
-				err = p.flush()
-			}
+			err = p.writeBatch(ctl, data)
 			p.wmu.Unlock()
 		}
 		if large >= corkMin {
@@ -668,9 +712,7 @@ func (p *Peer) writeLast() {
 	p.wmu.Lock()
 	p.lastSent = true
 	if err == nil {
-		if err = p.writeFrame(f); err == nil {
-			err = p.flush()
-		}
+		err = p.writeBatch([]*Frame{f})
 	}
 	p.wmu.Unlock()
 	// What credit held back is never written: its senders learn so.

@@ -257,3 +257,45 @@ func TestPendingPeer(t *testing.T) {
 		t.Error("the connection attached after Close is still open")
 	}
 }
+
+// TestSmallBatchesNeedNoBuffer: a link that has carried only batches of
+// at most smallBatch bytes holds no write buffer, and its frames arrive
+// whole and in order; the first larger batch makes the buffer, and small
+// frames after it still arrive in order.
+func TestSmallBatchesNeedNoBuffer(t *testing.T) {
+	a, _, _, sb := sinkPair(t)
+	hasBuffer := func() bool {
+		a.wmu.Lock()
+		defer a.wmu.Unlock()
+		return a.bw != nil
+	}
+	var want []string
+	send := func(tag, n int, wait bool) {
+		payload := bytes.Repeat([]byte{byte('a' + tag%26)}, n)
+		want = append(want, fmt.Sprintf("%d:%s", tag, payload))
+		if err := a.Send(dataFrame(tag, payload), wait); err != nil {
+			t.Fatalf("send %d: %v", tag, err)
+		}
+	}
+	for i := range 100 {
+		send(i, i%200, i%2 == 0) // direct and queued, up to 199 bytes
+		a.Control(wire.Heartbeat, nil)
+	}
+	sb.waitFor(t, "the small frames", func() bool { return len(sb.frames) == len(want) })
+	if hasBuffer() {
+		t.Errorf("a link that carried only small batches made a write buffer")
+	}
+	send(100, smallBatch, true) // with its header, above smallBatch
+	if !hasBuffer() {
+		t.Errorf("a frame of %d bytes went out without the write buffer", smallBatch)
+	}
+	for i := 101; i < 120; i++ {
+		send(i, 10, i%2 == 0)
+	}
+	sb.waitFor(t, "every frame", func() bool { return len(sb.frames) == len(want) })
+	for i := range want {
+		if sb.frames[i] != want[i] {
+			t.Fatalf("frame %d arrived as %.40q…, want %.40q…", i, sb.frames[i], want[i])
+		}
+	}
+}
