@@ -53,7 +53,8 @@ import (
 // SPERLI_SIM=1000,10000 (make sim) runs the sizes it lists and prints
 // their figures; SPERLI_SIM_BUF_KIB=N makes the links' buffers N KiB, and
 // SPERLI_SIM_HEAP=FILE writes a heap profile of what the slots hold when
-// they are done (docs/scale.md, where the simulation's memory goes);
+// they are done, or SPERLI_SIM_HEAP_MS of simulated time after the start
+// (docs/scale.md, where the simulation's memory goes);
 // SPERLI_SIM_LAUNCH_US=G starts a slot every G µs of simulated time, the
 // highest first, rather than every slot at once (what lets 100,000 fit:
 // the handshakes of a join at once are most of the peak).
@@ -351,6 +352,16 @@ func simulateIn(t *testing.T, n int) simResult {
 		JoinMS: 600000, Expires: time.Now().Add(24 * time.Hour)}.Compacted()
 	sn := simNet{mn}
 	start := time.Now()
+	heapAt := time.Duration(-1)
+	if ms, err := strconv.Atoi(os.Getenv("SPERLI_SIM_HEAP_MS")); err == nil && ms >= 0 && os.Getenv("SPERLI_SIM_HEAP") != "" {
+		// A profile while the slots run: SPERLI_SIM_HEAP_MS of simulated
+		// time after the start.
+		heapAt = time.Duration(ms) * time.Millisecond
+		go func() {
+			time.Sleep(heapAt)
+			writeHeap(t, os.Getenv("SPERLI_SIM_HEAP"))
+		}()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 
@@ -484,7 +495,22 @@ func simulateIn(t *testing.T, n int) simResult {
 		}()
 	}
 	// The spares join but pass no barrier of generation 0.
-	go func() { passed.Wait(); close(barrier) }()
+	go func() {
+		passed.Wait()
+		// Told at once (with -test.v), so that a run that does not
+		// finish still shows its join.
+		var joined, first time.Duration
+		mu.Lock()
+		for s := range slots {
+			if !joinedAt[s].IsZero() {
+				joined = max(joined, joinedAt[s].Sub(start))
+			}
+			first = max(first, barrierAt[s].Sub(start))
+		}
+		mu.Unlock()
+		t.Logf("every rank joined by %v simulated and passed the first barrier by %v", joined, first)
+		close(barrier)
+	}()
 	wg.Wait()
 	failed := false
 	for s, err := range errs {
@@ -513,8 +539,8 @@ func simulateIn(t *testing.T, n int) simResult {
 		}
 		t.FailNow()
 	}
-	if path := os.Getenv("SPERLI_SIM_HEAP"); path != "" {
-		// What every slot holds at the end, its links still open
+	if path := os.Getenv("SPERLI_SIM_HEAP"); path != "" && heapAt < 0 {
+		// What the slots still hold when every one has finished
 		// (docs/scale.md: where the simulation's memory goes).
 		writeHeap(t, path)
 	}
@@ -576,12 +602,25 @@ func simulateIn(t *testing.T, n int) simResult {
 func writeHeap(t *testing.T, path string) {
 	f, err := os.Create(path)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return
 	}
 	defer f.Close()
 	goruntime.GC()
 	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return
+	}
+	// The goroutines beside it: their stacks are not in the heap.
+	g, err := os.Create(path + ".goroutine")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer g.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(g, 0); err != nil {
+		t.Error(err)
+		return
 	}
 	var m goruntime.MemStats
 	goruntime.ReadMemStats(&m)
