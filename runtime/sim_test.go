@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -352,6 +353,7 @@ func simulateIn(t *testing.T, n int) simResult {
 		JoinMS: 600000, Expires: time.Now().Add(24 * time.Hour)}.Compacted()
 	sn := simNet{mn}
 	start := time.Now()
+	var ran1, ran2 atomic.Int64 // ranks that ran generation 1, 2 (told when all have)
 	heapAt := time.Duration(-1)
 	if ms, err := strconv.Atoi(os.Getenv("SPERLI_SIM_HEAP_MS")); err == nil && ms >= 0 && os.Getenv("SPERLI_SIM_HEAP") != "" {
 		// A profile while the slots run: SPERLI_SIM_HEAP_MS of simulated
@@ -440,6 +442,9 @@ func simulateIn(t *testing.T, n int) simResult {
 				}
 				if c.Incarnation() == 2 {
 					gen2At[s] = time.Now()
+					if ran2.Add(1) == int64(n) {
+						t.Logf("every rank ran generation 2 by %v simulated", time.Since(start))
+					}
 					sum, err := meetAndSum(ctx, c)
 					if err != nil {
 						return err
@@ -451,6 +456,9 @@ func simulateIn(t *testing.T, n int) simResult {
 					return nil
 				}
 				gen1At[s] = time.Now()
+				if ran1.Add(1) == int64(n) {
+					t.Logf("every rank ran generation 1 by %v simulated", time.Since(start))
+				}
 				sum, err := meetAndSum(ctx, c)
 				if err != nil {
 					return err
