@@ -386,6 +386,26 @@ func simulateIn(t *testing.T, n int) simResult {
 	barrier := make(chan struct{}) // closed when every live slot passed the first barrier
 	var passed sync.WaitGroup
 	passed.Add(n)
+	// The links a slot has after the join are counted once every rank
+	// has joined and before any starts its first barrier: the barrier's
+	// partners dial links the join did not make (its tree is over the
+	// ranks, the join's over the slots), and a slot whose join waited for
+	// a parent started late (SPERLI_SIM_LAUNCH_US) would count links a
+	// barrier made, not its join. Time stands still from the wait's end
+	// until the count, so no link is made in between.
+	var joinedAll sync.WaitGroup
+	joinedAll.Add(n)
+	left := make([]sync.Once, n) // a rank that fails before it joined leaves the wait too
+	joinDone := func(s int) {
+		if s < n {
+			left[s].Do(joinedAll.Done)
+		}
+	}
+	joinCount := func(s int, c *runtime.Comm) {
+		joinDone(s)
+		joinedAll.Wait()
+		joinLinks[s] = int64(len(runtime.LinkedForTest(c)))
+	}
 	for i := range slots {
 		s := i
 		if r.launchGap > 0 {
@@ -407,6 +427,7 @@ func simulateIn(t *testing.T, n int) simResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer joinDone(s)
 			if s == r.victim {
 				c, err := runtime.Init(ctx, j)
 				if err != nil {
@@ -416,7 +437,7 @@ func simulateIn(t *testing.T, n int) simResult {
 				mu.Lock()
 				comms[s], joinedAt[s] = c, time.Now()
 				mu.Unlock()
-				joinLinks[s] = int64(len(runtime.LinkedForTest(c)))
+				joinCount(s, c)
 				errs[s] = c.Barrier(ctx)
 				barrierAt[s] = time.Now()
 				passed.Done()
@@ -430,7 +451,7 @@ func simulateIn(t *testing.T, n int) simResult {
 					mu.Lock()
 					comms[s], joinedAt[s] = c, time.Now()
 					mu.Unlock()
-					joinLinks[s] = int64(len(runtime.LinkedForTest(c)))
+					joinCount(s, c)
 					if err := c.Barrier(ctx); err != nil {
 						return err
 					}
