@@ -296,7 +296,10 @@ func (s *joinState) listener() (net.Listener, error) {
 // client never holds the others up, and becomes a link when it passes
 // (accept).
 func (s *joinState) acceptLoop(ctx context.Context, ln net.Listener) {
-	go func() { <-ctx.Done(); ln.Close() }()
+	// Closed when the slot's life ends; AfterFunc, not a goroutine
+	// waiting for it: one goroutine a slot is 100,000 of them in the
+	// simulation.
+	context.AfterFunc(ctx, func() { ln.Close() })
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	var backoff time.Duration
