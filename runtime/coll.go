@@ -423,11 +423,7 @@ func (cc *collCall) sendErr(err error) error {
 // Take returns the next frame of the call from rank from (Comm.take: it
 // has checked the sender's descriptor against this rank's).
 func (cc *collCall) Take(from int) (sched.Frame, error) {
-	if from >= 0 && from < cc.c.size {
-		if s := cc.c.layout.Slot(cc.c.worldRank(from)); s > cc.c.links.self {
-			cc.c.links.link(s) // the lower slot makes the link (collLinkAt)
-		}
-	}
+	cc.Partners(from) // the lower slot makes the link (collLinkAt)
 	f, err := cc.c.take(cc.ctx, cc.k, cc.mine, from)
 	if err != nil {
 		return sched.Frame{}, err

@@ -523,8 +523,7 @@ func (p *Peer) writeFrame(f *Frame) error {
 	if len(f.Head)+len(f.Payload) >= corkMin && p.cork != nil {
 		p.cork.cork()
 	}
-	f.H.Source = uint32(p.sh.Self) // the generation was set by who made the frame
-	f.H.Put(p.hb[:])
+	p.stamp(f)
 	if p.bw == nil {
 		p.bw = newWriter(p.conn)
 	}
@@ -586,8 +585,7 @@ func (p *Peer) writeSmall(batches ...[]*Frame) error {
 	b := (*bp)[:0]
 	for _, fs := range batches {
 		for _, f := range fs {
-			f.H.Source = uint32(p.sh.Self) // as writeFrame
-			f.H.Put(p.hb[:])
+			p.stamp(f)
 			b = append(append(append(b, p.hb[:]...), f.Head...), f.Payload...)
 		}
 	}
@@ -595,6 +593,13 @@ func (p *Peer) writeSmall(batches ...[]*Frame) error {
 	*bp = b[:0]
 	smallBufs.Put(bp)
 	return err
+}
+
+// stamp puts f's header, with this slot as its source, into hb (the
+// generation was set by who made the frame). Call with wmu held.
+func (p *Peer) stamp(f *Frame) {
+	f.H.Source = uint32(p.sh.Self)
+	f.H.Put(p.hb[:])
 }
 
 // newWriter is a link's write buffer, made at its first write. Borrowing
