@@ -254,7 +254,8 @@ func (a *agent) run(rk *agentRank, argv, env []string) {
 func startAgentRank(argv, env []string) (*exec.Cmd, *os.File, [2]*os.File, error) {
 	var outs [2]*os.File
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
+	inherited := os.Environ()
+	cmd.Env = append(inherited, oneProcessor(env, inherited, machineCPUs())...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var child []*os.File
 	defer func() {

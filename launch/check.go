@@ -8,6 +8,7 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -124,8 +125,9 @@ func anyLocal(lines []lineInfo) bool {
 }
 
 // machineCPUs is the number of processors of this machine, as the runtime
-// counts them for its oversubscription rule (/sys/devices/system/cpu/online).
-func machineCPUs() int {
+// counts them for its oversubscription rule (/sys/devices/system/cpu/online),
+// read once.
+var machineCPUs = sync.OnceValue(func() int {
 	if b, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
 		n := 0
 		for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
@@ -147,4 +149,4 @@ func machineCPUs() int {
 		}
 	}
 	return goruntime.NumCPU()
-}
+})

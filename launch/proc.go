@@ -146,7 +146,7 @@ func (l *launcher) startLocal(p *rankProc, argv, env []string, wdir string, ln *
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.ExtraFiles = []*os.File{ln}
 	cmd.Dir = wdir
-	cmd.Env = append(l.environ(), env...)
+	cmd.Env = append(l.environ(), oneProcessor(env, l.environ(), machineCPUs())...)
 	cmd.Stdout = p.stdout
 	cmd.Stderr = p.stderr
 	cmd.WaitDelay = 5 * time.Second

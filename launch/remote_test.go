@@ -412,3 +412,26 @@ func TestExitState(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteOneProcessor: a host's agent gives GOMAXPROCS=1 to the ranks
+// of a host that runs more of them than the machine has processors, and
+// nothing to a host's only rank.
+func TestRemoteOneProcessor(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	os.Unsetenv("GOMAXPROCS") // the agents inherit the test's environment
+	many := machineCPUs() + 1
+	r := newRemote(t, fmt.Sprintf("n1.example slots=%d", many), "n2.example")
+	prog := r.rank(`echo "GOMAXPROCS=${GOMAXPROCS-unset}"`)
+	res := r.run(context.Background(), many+1, prog, Options{})
+	var want strings.Builder
+	for rank := 0; rank <= many; rank++ {
+		v := "1"
+		if rank == many {
+			v = "unset"
+		}
+		fmt.Fprintf(&want, "[rank %d] GOMAXPROCS=%s\n", rank, v)
+	}
+	if res.code != 0 || res.stdout != want.String() {
+		t.Errorf("%v\nwant exit status 0, stdout\n%s", res, &want)
+	}
+}

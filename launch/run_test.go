@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -187,5 +188,39 @@ func TestDefaultSilence(t *testing.T) {
 		if got := defaultSilence(hostsOf(tc.local, tc.remote), tc.cpus); got != tc.want {
 			t.Errorf("defaultSilence(%d local, %d remote, %d cpus) = %d, want %d", tc.local, tc.remote, tc.cpus, got, tc.want)
 		}
+	}
+}
+
+// TestOneProcessor: a rank that shares its machine with more ranks than
+// it has processors gets GOMAXPROCS=1, unless GOMAXPROCS is set where it
+// starts or by -x; a rank with a processor of its own gets nothing.
+func TestOneProcessor(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		env       []string
+		inherited []string
+		cpus      int
+		want      string
+	}{
+		{"more ranks than processors", []string{"SPERLI_LOCAL_SIZE=3"}, []string{"HOME=/h"}, 2, "1"},
+		{"as many", []string{"SPERLI_LOCAL_SIZE=2"}, nil, 2, ""},
+		{"fewer", []string{"SPERLI_LOCAL_SIZE=1"}, nil, 64, ""},
+		{"set where it starts", []string{"SPERLI_LOCAL_SIZE=300"}, []string{"GOMAXPROCS=4"}, 2, "4"},
+		{"set by -x", []string{"SPERLI_LOCAL_SIZE=300", "GOMAXPROCS=3"}, nil, 2, "3"},
+		{"no local size", nil, nil, 2, ""},
+		{"a local size that is no number", []string{"SPERLI_LOCAL_SIZE=x"}, nil, 2, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := oneProcessor(slices.Clone(tc.env), tc.inherited, tc.cpus)
+			got := ""
+			for _, kv := range append(slices.Clone(tc.inherited), env...) {
+				if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+					got = v // the last setting is the one a process sees
+				}
+			}
+			if got != tc.want {
+				t.Errorf("GOMAXPROCS %q, want %q (env %q)", got, tc.want, env)
+			}
+		})
 	}
 }

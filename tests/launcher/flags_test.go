@@ -311,3 +311,38 @@ func TestHelpAndVersion(t *testing.T) {
 		t.Errorf("sperli run --help does not show -v, --verbose:\n%s", r.Stdout)
 	}
 }
+
+// TestOneProcessorWhenOversubscribed: ranks that outnumber this machine's
+// processors get GOMAXPROCS=1 (docs/scale.md), unless the launcher's
+// environment or -x sets it; a rank with a processor of its own keeps the
+// Go runtime's default.
+func TestOneProcessorWhenOversubscribed(t *testing.T) {
+	dir := t.TempDir()
+	prog := writeFile(t, filepath.Join(dir, "procs.sh"), "#!/bin/sh\necho \"GOMAXPROCS=${GOMAXPROCS-unset}\"\n", 0o755)
+	env := slices.DeleteFunc(slices.Clone(baseEnv), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
+	many := strconv.Itoa(onlineCPUs(t) + 1)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"more ranks than processors", env, []string{"-n", many}, "1"},
+		{"set in the launcher's environment", append(slices.Clone(env), "GOMAXPROCS=5"), []string{"-n", many}, "5"},
+		{"set by -x", env, []string{"-n", many, "-x", "GOMAXPROCS=3"}, "3"},
+		{"one rank", env, []string{"-n", "1"}, "unset"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sperliRun(t, tc.env, dir, append(append([]string{"run"}, tc.args...), prog)...)
+			if r.Code != 0 {
+				t.Fatalf("%v", r)
+			}
+			n, _ := strconv.Atoi(tc.args[1])
+			for rank := 0; rank < n; rank++ {
+				if got := rankLines(r.Stdout, rank); len(got) != 1 || got[0] != "GOMAXPROCS="+tc.want {
+					t.Errorf("rank %d printed %q, want GOMAXPROCS=%s", rank, got, tc.want)
+				}
+			}
+		})
+	}
+}
