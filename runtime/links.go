@@ -25,9 +25,9 @@ import (
 type links struct {
 	self  int // this process's slot
 	slots int // the job's ranks and spares
-	// pmap holds the links by slot, copied on write under pmu
-	// (linkset.go): a link is made the first time it is needed.
-	pmap atomic.Pointer[map[int]*peer]
+	// pmap holds the links by slot and in slot order, copied on write
+	// under pmu (linkset.go): a link is made the first time it is needed.
+	pmap atomic.Pointer[peerSet]
 	linkState
 	// hs makes the connections: the join's and, after it, every link
 	// made on demand (join.go). ln is its listener, open for the slot's
@@ -447,19 +447,20 @@ func (l *links) monitor() {
 	defer close(l.monDone)
 	d := newDetector(l.now(), time.Now())
 	var seen []peerSeen
+	// One timer for the slot's life: a step allocates nothing.
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
 		every := l.heartbeatEvery()
 		silence := time.Duration(l.silenceMS.Load()) * time.Millisecond
-		timer := time.NewTimer(d.until(time.Now(), every, silence))
+		timer.Reset(d.until(time.Now(), every, silence))
 		select {
 		case <-l.stopMon:
-			timer.Stop()
 			return
 		case <-l.resched:
 			// A limit changed: wait again with it, counted from the last
 			// look, not from now (links made one after another must not
 			// put the next look off for ever).
-			timer.Stop()
 			continue
 		case <-timer.C:
 		}

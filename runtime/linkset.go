@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -38,25 +39,41 @@ import (
 // errDup is a dial answered with the dup flag: the other slot's dial wins.
 var errDup = errors.New("the peer dials this slot itself (dup)")
 
+// peerSet is the links of a slot at one time: never changed once stored
+// in links.pmap, so that the monitor's steps, a send and the news read it
+// without a lock and without a copy (an idle rank allocates nothing).
+type peerSet struct {
+	bySlot map[int]*peer
+	list   []*peer // the same links in slot order
+}
+
+// with is a copy of ps (nil: no links) with p added: as long to make as
+// the copy of the map, no sort.
+func (ps *peerSet) with(p *peer) *peerSet {
+	if ps == nil {
+		return &peerSet{bySlot: map[int]*peer{p.rank: p}, list: []*peer{p}}
+	}
+	m := maps.Clone(ps.bySlot)
+	m[p.rank] = p
+	i, _ := slices.BinarySearchFunc(ps.list, p.rank, func(q *peer, slot int) int { return cmp.Compare(q.rank, slot) })
+	return &peerSet{bySlot: m, list: slices.Insert(slices.Clip(ps.list), i, p)}
+}
+
 // peer returns the link to slot, or nil when none was needed yet.
 func (l *links) peer(slot int) *peer {
-	if m := l.pmap.Load(); m != nil {
-		return (*m)[slot]
+	if ps := l.pmap.Load(); ps != nil {
+		return ps.bySlot[slot]
 	}
 	return nil
 }
 
-// peerList returns every link, in slot order.
+// peerList returns every link, in slot order. The slice is shared: read
+// it, never change it.
 func (l *links) peerList() []*peer {
-	m := l.pmap.Load()
-	if m == nil {
-		return nil
+	if ps := l.pmap.Load(); ps != nil {
+		return ps.list
 	}
-	out := make([]*peer, 0, len(*m))
-	for _, s := range slices.Sorted(maps.Keys(*m)) {
-		out = append(out, (*m)[s])
-	}
-	return out
+	return nil
 }
 
 // keyOf is the Ed25519 key of slot's certificate, nil while no link to it
@@ -74,12 +91,7 @@ func (l *links) expectLocked(slot int) *peer {
 		return p
 	}
 	p := newPeer(l, slot)
-	m := map[int]*peer{}
-	if old := l.pmap.Load(); old != nil {
-		m = maps.Clone(*old)
-	}
-	m[slot] = p
-	l.pmap.Store(&m)
+	l.pmap.Store(l.pmap.Load().with(p))
 	return p
 }
 

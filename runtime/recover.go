@@ -444,8 +444,8 @@ func (r *recovery) finishing() string {
 	// not every rank (a loop over the ranks on every loss was n² job-wide,
 	// hours at 100,000 simulated slots).
 	first := -1
-	if m := r.l.pmap.Load(); m != nil {
-		for s, p := range *m {
+	if ps := r.l.pmap.Load(); ps != nil {
+		for s, p := range ps.bySlot {
 			if rank, isRank := r.layout.RankOf(s); isRank && p.Finished() && (first < 0 || rank < first) {
 				first = rank
 			}

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -39,7 +40,7 @@ func TestStillSilent(t *testing.T) {
 	heard, silent := newPeer(l, 1), newPeer(l, 2)
 	heard.SetLastHeard(now.Add(-time.Second).UnixNano())
 	silent.SetLastHeard(now.Add(-6 * time.Second).UnixNano())
-	l.pmap.Store(&map[int]*peer{1: heard, 2: silent})
+	l.pmap.Store(l.pmap.Load().with(silent).with(heard))
 	lost := []lostPeer{{1, "no frame for 5500 ms"}, {2, "no frame for 5500 ms"}, {3, "no frame for 5500 ms"}}
 	got := l.stillSilent(lost, 5*time.Second)
 	if len(got) != 2 || got[0].rank != 2 || got[1].rank != 3 {
@@ -47,5 +48,38 @@ func TestStillSilent(t *testing.T) {
 	}
 	if l.stillSilent(nil, 5*time.Second) != nil {
 		t.Error("stillSilent(nil) is not nil")
+	}
+}
+
+// TestPeerSetWith: a link added to a set lands in slot order, and the set
+// it was added to is left as it was (readers hold it without a lock).
+func TestPeerSetWith(t *testing.T) {
+	l := &links{now: time.Now}
+	l.shared.Now = l.now
+	var ps *peerSet
+	var sets []*peerSet
+	order := []int{7, 2, 9, 0, 5, 3}
+	for _, s := range order {
+		ps = ps.with(newPeer(l, s))
+		sets = append(sets, ps)
+	}
+	for i, set := range sets {
+		want := slices.Sorted(slices.Values(order[:i+1]))
+		var got []int
+		for _, p := range set.list {
+			got = append(got, p.rank)
+			if set.bySlot[p.rank] != p {
+				t.Errorf("set %d: bySlot[%d] is not the listed link", i, p.rank)
+			}
+		}
+		if !slices.Equal(got, want) || len(set.bySlot) != len(want) {
+			t.Errorf("set %d: list %v (map of %d), want %v", i, got, len(set.bySlot), want)
+		}
+	}
+	// The monitor lists the links at every step: no copy, no sort.
+	l.pmap.Store(ps)
+	l.silenceMS.Store(5000)
+	if a := testing.AllocsPerRun(20, func() { _, _ = l.peerList(), l.heartbeatEvery() }); a != 0 {
+		t.Errorf("listing the links allocated %.1f objects, want none", a)
 	}
 }

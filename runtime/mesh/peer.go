@@ -85,6 +85,8 @@ type Peer struct {
 
 	qmu        sync.Mutex // guards the queues and credit below
 	ctlq       []*Frame   // control frames: heartbeat, credit, abort, silence
+	ctlFree    []*Frame   // control frames written, to be used again
+	ctlSpare   []*Frame   // the array of a ctlq the writer gave back
 	pending    []*Frame   // ordered frames (data, collective, bye) not yet taken
 	credit     int64      // bytes the peer can still take (SPEC §6)
 	direct     int        // direct writes under way
@@ -97,6 +99,7 @@ type Peer struct {
 	// peer closes, the next run drains, writes last and ends for good
 	// (ended, writerDone closed).
 	writing, stopping, ended bool
+	runWriter                func() // p.writeRun, made at the first start
 
 	wmu      sync.Mutex    // guards bw, cork and the connection's write side
 	lastSent bool          // last was written: nothing more is (wmu)
@@ -350,10 +353,14 @@ func (p *Peer) wake() {
 	if start {
 		p.writing = true
 		p.wg.Add(1)
+		if p.runWriter == nil {
+			p.runWriter = p.writeRun // made once: go p.writeRun() allocates a closure each time
+		}
 	}
+	run := p.runWriter
 	p.qmu.Unlock()
 	if start {
-		go p.writeRun()
+		go run()
 	}
 }
 
@@ -374,7 +381,6 @@ func (p *Peer) Control(t wire.Type, payload []byte) { p.ControlOf(p.up.Gen(), t,
 
 // ControlOf queues a control frame of generation gen.
 func (p *Peer) ControlOf(gen uint32, t wire.Type, payload []byte) {
-	f := &Frame{H: wire.Header{Type: t, Incarnation: gen, Length: uint32(len(payload))}, Payload: payload}
 	p.qmu.Lock()
 	// A stuck connection drops control frames (silence then tells), but
 	// not the relays of agreement messages: the coordinator of a large
@@ -382,10 +388,41 @@ func (p *Peer) ControlOf(gen uint32, t wire.Type, payload []byte) {
 	// a slot passes on are bounded by what honest slots sent (repeats
 	// are dropped, runtime/relay.go).
 	if p.last == nil && (len(p.ctlq) < maxControl || t == wire.Relay) {
+		var f *Frame
+		if n := len(p.ctlFree); n > 0 {
+			f, p.ctlFree = p.ctlFree[n-1], p.ctlFree[:n-1]
+		} else {
+			f = new(Frame)
+		}
+		f.H = wire.Header{Type: t, Incarnation: gen, Length: uint32(len(payload))}
+		f.Payload = payload
+		if p.ctlq == nil {
+			p.ctlq, p.ctlSpare = p.ctlSpare, nil
+		}
 		p.ctlq = append(p.ctlq, f)
 	}
 	p.qmu.Unlock()
 	p.wake()
+}
+
+// maxFreeControl bounds the written control frames a connection keeps to
+// use again: enough for a heartbeat and the news of a step.
+const maxFreeControl = 8
+
+// recycle keeps ctl, control frames written, and their array for the
+// frames to come, so that a link's heartbeats allocate nothing (an idle
+// rank's heap then stays as it was once joined). Call with qmu held.
+func (p *Peer) recycle(ctl []*Frame) {
+	for i, f := range ctl {
+		*f = Frame{}
+		if len(p.ctlFree) < maxFreeControl {
+			p.ctlFree = append(p.ctlFree, f)
+		}
+		ctl[i] = nil
+	}
+	if p.ctlSpare == nil && cap(ctl) <= maxFreeControl {
+		p.ctlSpare = ctl[:0]
+	}
 }
 
 // Final queues the abort that ends the job behind the ordered frames
@@ -689,6 +726,7 @@ func (p *Peer) writeRun() {
 		if err != nil && p.werr == nil {
 			p.werr = err
 		}
+		p.recycle(ctl)
 		p.qmu.Unlock()
 		done(data, err)
 	}
