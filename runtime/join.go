@@ -552,6 +552,11 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		tcp.Close()
 		return joined{}, err, false
 	}
+	// A dial that ends (the peer's own connection was attached first, or
+	// the slot closes) closes its connection: a handshake or a hello
+	// under way ends at once, not at its deadline.
+	unhook := context.AfterFunc(ctx, func() { raw.Close() })
+	defer unhook()
 	leave := s.gate.Enter(raw) // given back before the caller attaches
 	defer leave()
 	raw.SetDeadline(s.handshakeDeadline())
@@ -605,6 +610,9 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		case mesh.RemoteAlert(err) != nil:
 			tc.Close()
 			return joined{}, &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d refused this rank's certificate: %v", r, mesh.RemoteAlert(err))}, true
+		case ctx.Err() != nil:
+			tc.Close() // ended here, not refused
+			return joined{}, err, false
 		}
 		s.refuseConn(tc, r, err)
 		return joined{}, err, false
@@ -620,6 +628,10 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 	if err := sendFrame(tc, wire.Heartbeat, s.j, nil); err != nil {
 		tc.Close()
 		return joined{}, err, false
+	}
+	if !unhook() {
+		tc.Close() // the dial ended as it finished: its connection is closed
+		return joined{}, ctx.Err(), false
 	}
 	return joined{rank: r, conn: tc, silence: hello.SilenceMS, key: peerKey(tc)}, nil, false
 }

@@ -143,7 +143,7 @@ func newLinks(j *Job) *links {
 		now:     j.Clock,
 	}
 	l.shared.Self, l.shared.Now = j.Rank, j.Clock
-	l.keys, l.dials, l.accepts, l.hurry = map[int]ed25519.PublicKey{}, map[int]bool{}, map[int]int{}, map[int]chan struct{}{}
+	l.keys, l.dials, l.accepts, l.hurry = map[int]ed25519.PublicKey{}, map[int]context.CancelFunc{}, map[int]int{}, map[int]chan struct{}{}
 	l.linked = make(chan struct{}, 1)
 	l.life, l.endLife = context.WithCancel(context.Background())
 	l.silenceMS.Store(int64(j.Silence() / time.Millisecond))

@@ -125,21 +125,22 @@ func (l *links) linkAfter(slot int, wait time.Duration) *peer {
 	if p.Attached() || p.Gone() || l.accepts[slot] > 0 || l.stopped {
 		return p
 	}
-	if l.dials[slot] {
+	if l.dials[slot] != nil {
 		if h := l.hurry[slot]; h != nil && wait == 0 {
 			close(h) // a dial that waits for the peer's starts now
 			delete(l.hurry, slot)
 		}
 		return p
 	}
-	l.dials[slot] = true
+	ctx, stop := context.WithCancel(l.life)
+	l.dials[slot] = stop
 	var hurry chan struct{}
 	if wait > 0 {
 		hurry = make(chan struct{})
 		l.hurry[slot] = hurry
 	}
 	l.dialWG.Add(1)
-	go l.dialer(l.life, p, time.Time{}, wait, hurry)
+	go l.dialer(ctx, p, time.Time{}, wait, hurry)
 	return p
 }
 
@@ -172,6 +173,7 @@ func (l *links) dialer(ctx context.Context, p *peer, until time.Time, wait time.
 	defer l.dialWG.Done()
 	defer func() {
 		l.pmu.Lock()
+		l.dials[p.rank]()
 		delete(l.dials, p.rank)
 		if l.hurry[p.rank] == hurry {
 			delete(l.hurry, p.rank)
@@ -210,6 +212,12 @@ func (l *links) dialer(ctx context.Context, p *peer, until time.Time, wait time.
 			} else {
 				p.Refused(err)
 			}
+			return
+		}
+		if p.Attached() || p.Gone() || ctx.Err() != nil {
+			// The peer's dial made the link while this one was under way
+			// (attach ended it), or the link ended: a failure of this
+			// dial is no loss.
 			return
 		}
 		lastErr = err
@@ -266,6 +274,11 @@ func (l *links) attach(p *peer, jn joined) {
 	l.pmu.Unlock()
 	if p.AttachWriting(jn.conn, jn.silence) {
 		l.made.Add(1)
+		l.pmu.Lock()
+		if stop := l.dials[p.rank]; stop != nil {
+			stop() // a dial of this slot's still under way is not needed
+		}
+		l.pmu.Unlock()
 		// While this slot joins, what its peers send waits in the
 		// connections (the join ends as a whole: an abort sent by a peer
 		// that joined first is read by the program's first call, not
@@ -287,7 +300,7 @@ func (l *links) arbitrate(from int) (dup bool, p *peer, done func()) {
 	if q := l.peer(from); q != nil && (q.Attached() || q.Gone()) {
 		return true, nil, nil
 	}
-	if l.accepts[from] > 0 || (from > l.self && l.dials[from]) {
+	if l.accepts[from] > 0 || (from > l.self && l.dials[from] != nil) {
 		return true, nil, nil
 	}
 	l.accepts[from]++
@@ -345,10 +358,11 @@ func (l *links) joinLinks(ctx context.Context, need []int, gone <-chan struct{})
 	for _, slot := range need {
 		p := l.expectLocked(slot)
 		ps = append(ps, p)
-		if slot > l.self && !l.dials[slot] && !l.stopped {
-			l.dials[slot] = true
+		if slot > l.self && l.dials[slot] == nil && !l.stopped {
+			dctx, stop := context.WithCancel(ctx)
+			l.dials[slot] = stop
 			l.dialWG.Add(1)
-			go l.dialer(ctx, p, s.deadline, 0, nil)
+			go l.dialer(dctx, p, s.deadline, 0, nil)
 		}
 	}
 	l.pmu.Unlock()
@@ -390,11 +404,11 @@ func (l *links) linkAll(slots []int) {
 // linkState is what a slot keeps of its links beside the map (pmu).
 type linkState struct {
 	pmu      sync.Mutex
-	keys     map[int]ed25519.PublicKey // the peers' certificates' keys, by slot
-	dials    map[int]bool              // a dial of this slot's is under way
-	hurry    map[int]chan struct{}     // closed to start a dial that waits for the peer's (linkAfter)
-	accepts  map[int]int               // accepted connections in their handshake's tail
-	stopped  bool                      // stopLinks began: no dial starts
+	keys     map[int]ed25519.PublicKey  // the peers' certificates' keys, by slot
+	dials    map[int]context.CancelFunc // a dial of this slot's is under way: ends it
+	hurry    map[int]chan struct{}      // closed to start a dial that waits for the peer's (linkAfter)
+	accepts  map[int]int                // accepted connections in their handshake's tail
+	stopped  bool                       // stopLinks began: no dial starts
 	dialWG   sync.WaitGroup
 	acceptWG sync.WaitGroup
 	linked   chan struct{} // a link was attached

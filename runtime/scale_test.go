@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
+	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -278,5 +282,87 @@ func TestRevokeOverTheTree(t *testing.T) {
 		if got, want := runtime.LinkedForTest(c), topo.Neighbours(n, r, nil); !slices.Equal(got, want) {
 			t.Fatalf("rank %d after the revoke has links to %v, want still its tree and ring %v", r, got, want)
 		}
+	}
+}
+
+// answerless passes on the connections it accepts until hold is
+// set; after that it gives them to held, answered by nobody: a dial to
+// it stays in its handshake, as a dial to a slot starved of processor
+// time does.
+type answerless struct {
+	net.Listener
+	hold atomic.Bool
+	held chan net.Conn
+}
+
+func (h *answerless) Accept() (net.Conn, error) {
+	for {
+		c, err := h.Listener.Accept()
+		if err != nil || !h.hold.Load() {
+			return c, err
+		}
+		h.held <- c
+	}
+}
+
+// TestDialEndsWhenPeersLinkAttaches: a dial still in its handshake when
+// the peer's own dial makes the link is ended at once (its connection
+// closed), not left to fail later: in a pairwise alltoall of 128 ranks
+// on two processors such dials failed seconds later, when the peer had
+// finished and closed its listener, and each failure declared a live,
+// finished peer lost ("no link could be made").
+func TestDialEndsWhenPeersLinkAttaches(t *testing.T) {
+	ctx := testCtx(t)
+	const n, lo, hi = 40, 0, 20 // never neighbours (TestSimultaneousDials)
+	f := newFixtureTCP(t, n)
+	// A handshake's deadline far beyond the test's: before the fix the
+	// held dial ended only there.
+	f.spec.JoinMS = 300000
+	hl := &answerless{Listener: f.lns[lo], held: make(chan net.Conn, 1)}
+	f.lns[lo] = hl
+	comms := f.initAll(ctx)
+	hl.hold.Store(true)
+
+	sent := make(chan error, 1)
+	go func() { sent <- comms[hi].Send(ctx, lo, 1, []byte("from the higher")) }()
+	var held net.Conn
+	select {
+	case held = <-hl.held: // the higher slot's dial is in its handshake
+	case <-ctx.Done():
+		t.Fatal("the higher slot never dialed")
+	}
+	defer held.Close()
+	if err := comms[lo].Send(ctx, hi, 2, []byte("from the lower")); err != nil {
+		t.Fatalf("lower slot's send: %v", err)
+	}
+	dl, _ := ctx.Deadline()
+	held.SetReadDeadline(dl)
+	var b [1 << 10]byte
+	for {
+		_, err := held.Read(b[:])
+		if err == nil {
+			continue // the ClientHello
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatal("the higher slot's dial was not ended when the lower slot's link was attached")
+		}
+		break // closed by the dialer
+	}
+	if got, err := comms[hi].Recv(ctx, lo, 2); err != nil || string(got) != "from the lower" {
+		t.Fatalf("higher slot's receive: %q, %v", got, err)
+	}
+	if got, err := comms[lo].Recv(ctx, hi, 1); err != nil || string(got) != "from the higher" {
+		t.Fatalf("lower slot's receive: %q, %v", got, err)
+	}
+	if err := <-sent; err != nil {
+		t.Fatalf("higher slot's send: %v", err)
+	}
+	for r, err := range each(comms, func(c *runtime.Comm) error { return c.Finish() }) {
+		if err != nil {
+			t.Fatalf("rank %d's Finish: %v", r, err)
+		}
+	}
+	if f.logs.has("lost") || f.logs.has("refused") {
+		t.Errorf("a rank logged a loss or a refusal:\n%s", f.logs)
 	}
 }
