@@ -26,7 +26,7 @@ type RankStats struct {
 	RecvMsgs    int64   `json:"recv_msgs"`
 	RecvBytes   int64   `json:"recv_bytes"`
 	Collectives int64   `json:"collectives"`
-	PeakRSSKB   int64   `json:"peak_rss_kb"`
+	PeakRSSKB   int64   `json:"peak_rss_kb"` // the process's own peak resident size (VmHWM), KiB
 	// PeakLinks is the most links this slot had at once; PeakFDs the
 	// most file descriptors the process had open when it made one (0
 	// where the system does not say).
