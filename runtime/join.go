@@ -353,6 +353,12 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 		if ctx.Err() != nil {
 			return joined{}, err // the slot is closing: no refusal
 		}
+		if hungUp(err) {
+			// The dialer closed its connection before the handshake's
+			// end: its dial was ended (the link made by this slot's own
+			// dial, its slot closing). Nothing was refused here.
+			return joined{}, err
+		}
 		e := codes.Wrap(codes.CertRefused, err, "peer certificate refused in the TLS handshake: %v", err)
 		switch a := mesh.RemoteAlert(err); {
 		case mesh.NoCommonGroup(err):
@@ -375,6 +381,10 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 	hello, dup, err := readHello(tc, rank)
 	if err == nil && dup {
 		err = codes.New(codes.HelloMalformed, "rank %d dialed with the dup flag, which only a listener sends", rank)
+	}
+	if err != nil && hungUp(err) {
+		tc.Close() // the dialer's dial ended (see the handshake's above)
+		return joined{}, err
 	}
 	if err != nil {
 		s.refuseConn(tc, rank, err)
@@ -612,6 +622,12 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 			return joined{}, &codes.Error{Code: codes.CertRefused, Op: "join", Rank: r, Err: err, Msg: fmt.Sprintf("rank %d refused this rank's certificate: %v", r, mesh.RemoteAlert(err))}, true
 		case ctx.Err() != nil:
 			tc.Close() // ended here, not refused
+			return joined{}, err, false
+		case hungUp(err):
+			// The listener's slot closed its end (it ended, or this
+			// dial's link was made the other way): not reached, not
+			// refused; the dialer's limits judge it.
+			tc.Close()
 			return joined{}, err, false
 		}
 		s.refuseConn(tc, r, err)

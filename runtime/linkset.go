@@ -432,10 +432,15 @@ func answered(err error) bool {
 	if !errors.As(err, &ce) {
 		return false
 	}
-	for _, e := range []error{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EPIPE, io.EOF, io.ErrUnexpectedEOF} {
+	return !hungUp(err) && !errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// hungUp reports whether err is the other end closing the connection.
+func hungUp(err error) bool {
+	for _, e := range []error{syscall.ECONNRESET, syscall.EPIPE, io.EOF, io.ErrUnexpectedEOF} {
 		if errors.Is(err, e) {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }

@@ -3,9 +3,11 @@ package runtime_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/pki"
 	"sperli/runtime"
 	"sperli/runtime/topo"
 )
@@ -364,5 +367,65 @@ func TestDialEndsWhenPeersLinkAttaches(t *testing.T) {
 	}
 	if f.logs.has("lost") || f.logs.has("refused") {
 		t.Errorf("a rank logged a loss or a refusal:\n%s", f.logs)
+	}
+}
+
+// TestHangUpIsNoRefusal: a connection its dialer closes before the end of
+// the TLS handshake — a dial ended because the link was made the other
+// way — is not logged as a refusal; one that sends what is not TLS is.
+func TestHangUpIsNoRefusal(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixtureTCP(t, 2)
+	f.initAll(ctx)
+	try := func(send string) {
+		t.Helper()
+		c, err := net.Dial("tcp", f.lns[0].Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		dl, _ := ctx.Deadline()
+		c.SetDeadline(dl)
+		if _, err := c.Write([]byte(send)); err != nil {
+			t.Fatal(err)
+		}
+		c.(*net.TCPConn).CloseWrite()
+		// The listener closes its end once it has dealt with ours
+		// (logged or not): read to that end.
+		var b [512]byte
+		for {
+			if _, err := c.Read(b[:]); err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatal("the listener never closed the connection")
+				}
+				return
+			}
+		}
+	}
+	try("\x16\x03\x01\x00") // the first bytes of a ClientHello, then the hang-up
+	// A TLS handshake done with rank 1's certificate, then the hang-up
+	// before the hello.
+	j1 := f.job(1)
+	pool, _, err := pki.Pool(j1.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := tls.Dial("tcp", f.lns[0].Addr().String(), &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{rankCert(j1)}, RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, _ := ctx.Deadline()
+	tc.SetDeadline(dl)
+	tc.CloseWrite()
+	if _, err := io.ReadAll(tc); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the listener never closed the TLS connection")
+	}
+	tc.Close()
+	if f.logs.has("refused") {
+		t.Errorf("a dialer that hung up was logged as refused:\n%s", f.logs)
+	}
+	try("GET / HTTP/1.0\r\n\r\n")
+	if !f.logs.has("refused") {
+		t.Errorf("a dialer that spoke no TLS was not logged as refused:\n%s", f.logs)
 	}
 }
