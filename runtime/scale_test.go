@@ -317,7 +317,7 @@ func (h *answerless) Accept() (net.Conn, error) {
 func TestDialEndsWhenPeersLinkAttaches(t *testing.T) {
 	ctx := testCtx(t)
 	const n, lo, hi = 40, 0, 20 // never neighbours (TestSimultaneousDials)
-	f := newFixtureTCP(t, n)
+	f := newFixture(t, n)
 	// A handshake's deadline far beyond the test's: before the fix the
 	// held dial ended only there.
 	f.spec.JoinMS = 300000
@@ -375,11 +375,11 @@ func TestDialEndsWhenPeersLinkAttaches(t *testing.T) {
 // way — is not logged as a refusal; one that sends what is not TLS is.
 func TestHangUpIsNoRefusal(t *testing.T) {
 	ctx := testCtx(t)
-	f := newFixtureTCP(t, 2)
+	f := newFixture(t, 2)
 	f.initAll(ctx)
 	try := func(send string) {
 		t.Helper()
-		c, err := net.Dial("tcp", f.lns[0].Addr().String())
+		c, err := f.net.Dial(f.lns[0].Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,7 +389,7 @@ func TestHangUpIsNoRefusal(t *testing.T) {
 		if _, err := c.Write([]byte(send)); err != nil {
 			t.Fatal(err)
 		}
-		c.(*net.TCPConn).CloseWrite()
+		c.(interface{ CloseWrite() error }).CloseWrite()
 		// The listener closes its end once it has dealt with ours
 		// (logged or not): read to that end.
 		var b [512]byte
@@ -410,12 +410,16 @@ func TestHangUpIsNoRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, err := tls.Dial("tcp", f.lns[0].Addr().String(), &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{rankCert(j1)}, RootCAs: pool, ServerName: "127.0.0.1"})
+	raw, err := f.net.Dial(f.lns[0].Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	dl, _ := ctx.Deadline()
-	tc.SetDeadline(dl)
+	raw.SetDeadline(dl)
+	tc := tls.Client(raw, &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{rankCert(j1)}, RootCAs: pool, ServerName: "127.0.0.1"})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
 	tc.CloseWrite()
 	if _, err := io.ReadAll(tc); errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatal("the listener never closed the TLS connection")
