@@ -366,7 +366,31 @@ KillWait=2
 	}) || strings.Contains(last, "ended:") {
 		return c, fmt.Errorf("the cluster did not come up: %s\nslurmctld:\n%s", last, tail(filepath.Join(dir, "log", "slurmctld.log"), 20))
 	}
+	// The first test's srun must not queue behind the probe's job.
+	if err := c.settled(30 * time.Second); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// settled waits at most d until slurmctld has no job and calls every
+// node idle; it says what it saw last if not.
+func (c *cluster) settled(d time.Duration) error {
+	var last string
+	if waitFor(d, func() bool {
+		jobs, err := c.command(context.Background(), "/", nil, "squeue", "-h", "-o", "%i %T").CombinedOutput()
+		if err != nil || len(bytes.TrimSpace(jobs)) != 0 {
+			last = fmt.Sprintf("squeue: %v: %q", err, jobs)
+			return false
+		}
+		nodes, err := c.command(context.Background(), "/", nil, "sinfo", "-h", "-N", "-o", "%N %T").CombinedOutput()
+		last = fmt.Sprintf("sinfo: %v: %q", err, nodes)
+		lines := strings.Split(strings.TrimSpace(string(nodes)), "\n")
+		return err == nil && len(lines) == nNodes && !slices.ContainsFunc(lines, func(l string) bool { return !strings.HasSuffix(l, " idle") })
+	}) {
+		return nil
+	}
+	return fmt.Errorf("slurmctld not settled (no job, every node idle) %v after a test: %s", d, last)
 }
 
 // command returns argv to run in the hub (where srun, squeue and scancel
