@@ -62,7 +62,7 @@ func TestBeatsWhileLinking(t *testing.T) {
 }
 
 // TestCollectiveLinkOnePerPair: a pairwise alltoall (40 ranks, blocks of
-// 2 KiB) links every rank to every other with one connection a pair. Both
+// 9,000 bytes: past bruck's 8 KiB) links every rank to every other with one connection a pair. Both
 // ranks of a pair send to each other at the same moment; each used to
 // dial the other, both handshakes ran to the end, and the listener's hello
 // then named one a dup — twice the connections and the cryptography the
@@ -70,7 +70,7 @@ func TestBeatsWhileLinking(t *testing.T) {
 // higher waits for its dial (collLinkAt).
 func TestCollectiveLinkOnePerPair(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const n, blk = 40, 2048
+		const n, blk = 40, 9000
 		var mu sync.Mutex
 		links := 0
 		mn := memJob(t, n, 1000, func(ctx context.Context, c *runtime.Comm) error {

@@ -69,15 +69,23 @@ const bruckRanks = 4
 
 // bruckBlock is the largest block an alltoall on treeMin ranks or more
 // sends by bruck, and bruckAlltoallMax the most data a rank (all its
-// blocks): bruck sends about half of it in each of its ⌈log2 n⌉ rounds,
-// where pairwise sends each block once but needs a link to every rank —
-// at a thousand ranks a thousand handshakes the first time (2 ms of
-// processor time each on this project's machine) and a thousand frames
-// every time. Open MPI and MPICH take bruck for blocks of up to a few
-// hundred bytes, where their links are made already.
+// blocks). Bruck sends about half of the data in each of its ⌈log2 n⌉
+// rounds; pairwise sends each block once but needs a link to every rank:
+// the first time, n(n−1)/2 handshakes job-wide (2 ms of processor time
+// each on this project's machine — 32,640 of them at 256 ranks outlast a
+// join window on two processors, and a dial whose handshake does not end
+// within one is a loss), and a link's buffers in every rank for every
+// other. With the links made, on this machine (docs/benchmarks.md,
+// 2026-12-06) bruck took 0.7× and 0.45× pairwise's time a call at 64 and
+// 128 ranks with 2 KiB blocks, the same with 8 KiB, and pairwise won by
+// 30–40 % from 16 KiB. Open MPI and MPICH take bruck for blocks of up to
+// a few hundred bytes, where their links are made already and cost no
+// cryptography. Until 2026-12-06 this table took bruck for blocks of at
+// most 1 KiB and at most 1 MiB a rank: 256 ranks of 2 KiB blocks ended
+// with ranks lost, and 1,024 of 2 KiB ran out of memory (docs/scale.md).
 const (
-	bruckBlock       = 1 << 10
-	bruckAlltoallMax = 1 << 20
+	bruckBlock       = 8 << 10
+	bruckAlltoallMax = 4 << 20
 )
 
 // manySmallBlocks: an alltoall of n bytes per rank on size ranks runs by

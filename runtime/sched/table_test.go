@@ -43,9 +43,10 @@ func TestChoose(t *testing.T) {
 		{Alltoall, treeMin, 0, "bruck"},
 		{Alltoall, treeMin, treeMin * bruckBlock, "bruck"},
 		{Alltoall, treeMin, treeMin * (bruckBlock + 1), "pairwise"},
-		{Alltoall, 1024, bruckAlltoallMax, "bruck"},
-		{Alltoall, 2048, 2048 * bruckBlock / 2, "bruck"},
-		{Alltoall, 2048, 2048 * bruckBlock, "pairwise"},
+		{Alltoall, 256, 256 * 2048, "bruck"},   // alltoall-2k.star at 256 ranks
+		{Alltoall, 1024, 1024 * 2048, "bruck"}, // and at 1,024
+		{Alltoall, 512, bruckAlltoallMax, "bruck"},
+		{Alltoall, 1024, bruckAlltoallMax + 1024, "pairwise"},
 		{Gather, 2, chainMin, "star"},
 		{Scatter, 2, chainMin, "star"},
 	}

@@ -17,7 +17,7 @@ import (
 func TestChooseUpTo32(t *testing.T) {
 	for _, kind := range append(slices.Clone(matrixKinds), Barrier) {
 		for size := 1; size <= 40; size++ {
-			for _, n := range []int{0, 8, 16 << 10 / size, 64<<10/size - 8, 64<<10/size + 8, 64<<10 - 8, 64 << 10, 1 << 20} {
+			for _, n := range []int{0, 8, 16 << 10 / size, 64<<10/size - 8, 64<<10/size + 8, 64<<10 - 8, 64 << 10, size * 8 << 10, size * (8<<10 + 8), 1 << 20} {
 				want := before(kind, size, n)
 				if size >= treeMin {
 					want = beyond32(kind, size, n)
@@ -66,7 +66,7 @@ func before(kind Kind, size, n int) string {
 // treeMin or more.
 func beyond32(kind Kind, size, n int) string {
 	switch {
-	case kind == Alltoall && n/size <= 1<<10 && n <= 1<<20:
+	case kind == Alltoall && n/size <= 8<<10 && n <= 4<<20:
 		return "bruck"
 	case kind == Alltoall:
 		return "pairwise"
@@ -258,6 +258,11 @@ func TestBruckAlltoall(t *testing.T) {
 		for _, b := range []int{0, 8, 24} {
 			checkMoves(t, rule.Run, Alltoall, ranksData(n, n*b), 0)
 		}
+	}
+	for _, n := range []int{7, 33, 40} {
+		// Blocks past the 1 KiB that bounded bruck until 2026-12-06.
+		checkMoves(t, rule.Run, Alltoall, ranksData(n, n*3000), 0)
+		checkMoves(t, rule.Run, Alltoall, ranksData(n, n*bruckBlock), 0)
 	}
 	const n = 1024
 	links, res, errs := runBy(t, n, rule.Run, func(l *fakeLink) Call {
