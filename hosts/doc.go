@@ -1,6 +1,7 @@
 // Package hosts reads Sperli's host list (SPEC §3), decides which hosts are
 // refused (SPEC §4.4) and builds the ssh command that starts a remote host's
-// agent, which starts that host's ranks (SPEC §18).
+// agent, which starts that host's ranks (SPEC §18). CPUs counts this
+// machine's processors, alike for the launcher, a host's agent and a rank.
 //
 // It does no network I/O: nothing here resolves a name, dials or starts a
 // process. Every function is safe for concurrent use; a Refuser is never

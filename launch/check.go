@@ -5,10 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -124,29 +122,6 @@ func anyLocal(lines []lineInfo) bool {
 	return false
 }
 
-// machineCPUs is the number of processors of this machine, as the runtime
-// counts them for its oversubscription rule (/sys/devices/system/cpu/online),
-// read once.
-var machineCPUs = sync.OnceValue(func() int {
-	if b, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
-		n := 0
-		for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
-			lo, hi, isRange := strings.Cut(part, "-")
-			a, err1 := strconv.Atoi(lo)
-			if !isRange {
-				if err1 == nil {
-					n++
-				}
-				continue
-			}
-			b, err2 := strconv.Atoi(hi)
-			if err1 == nil && err2 == nil && b >= a {
-				n += b - a + 1
-			}
-		}
-		if n > 0 {
-			return n
-		}
-	}
-	return goruntime.NumCPU()
-})
+// machineCPUs is the number of processors of this machine, as the ranks
+// count them for their oversubscription rule (hosts.CPUs).
+var machineCPUs = hosts.CPUs

@@ -48,12 +48,6 @@ func PeerSpinForTest(c *Comm, r int) time.Duration {
 	return linkedForTest(c, c.layout.Slot(r)).SpinLimit()
 }
 
-// CountCPUListForTest is countCPUList.
-var CountCPUListForTest = countCPUList
-
-// HostCPUsForTest is hostCPUs.
-var HostCPUsForTest = hostCPUs
-
 // RawWriteForTest writes b, raw bytes of frames, on c's connection to slot
 // dest (a rank of generation 0, or a spare), bypassing every check of the sending side: the hostile peer of the
 // tests is a rank that has joined with valid credentials and then lies on

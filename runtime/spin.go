@@ -1,10 +1,7 @@
 package runtime
 
 import (
-	"os"
-	goruntime "runtime"
 	"strconv"
-	"strings"
 	"time"
 
 	"sperli/codes"
@@ -40,7 +37,7 @@ func spinLimit(j *Job) (time.Duration, error) {
 	}
 	self := j.HostOf(j.Rank).Host
 	local, first := j.OnHost(self)
-	if cpus := hostCPUs(); local > cpus {
+	if cpus := hosts.CPUs(); local > cpus {
 		// The launcher says so for its own machine; on another host the
 		// first rank there says it, once (SPEC §2: a note, not an error).
 		if j.Launched && first == j.Rank && !hosts.IsLocal(self) {
@@ -49,37 +46,4 @@ func spinLimit(j *Job) (time.Duration, error) {
 		return 0, nil
 	}
 	return defaultSpin, nil
-}
-
-// hostCPUs is the number of processors of the machine — not of this
-// process's affinity mask (runtime.NumCPU): a rank pinned to one core, as
-// mpirun --bind-to core places it, is not oversubscribed because of that.
-func hostCPUs() int {
-	if b, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
-		if n := countCPUList(strings.TrimSpace(string(b))); n > 0 {
-			return n
-		}
-	}
-	return goruntime.NumCPU()
-}
-
-// countCPUList counts the processors of a Linux CPU list ("0-3,8,10-11");
-// 0 for anything else.
-func countCPUList(s string) int {
-	n := 0
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return 0
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return 0
-			}
-		}
-		n += b - a + 1
-	}
-	return n
 }

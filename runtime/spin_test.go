@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/hosts"
 	"sperli/runtime"
 )
 
@@ -26,7 +27,7 @@ func TestSpinLimit(t *testing.T) {
 		}
 		return hs
 	}
-	ncpu := runtime.HostCPUsForTest()
+	ncpu := hosts.CPUs()
 	for _, tc := range []struct {
 		env           string
 		local, remote int
@@ -53,22 +54,6 @@ func TestSpinLimit(t *testing.T) {
 		if !strings.Contains(err.Error(), "SPERLI_SPIN_US") {
 			t.Errorf("error %q does not name SPERLI_SPIN_US", err)
 		}
-	}
-}
-
-// TestCPUList: the machine's processors are counted from Linux's CPU list
-// format; anything malformed counts 0 (then runtime.NumCPU is used).
-func TestCPUList(t *testing.T) {
-	for in, want := range map[string]int{
-		"0": 1, "0-1": 2, "0-3,8,10-11": 7, "5": 1,
-		"": 0, "x": 0, "3-1": 0, "0-": 0, "-1": 0, "0,,1": 0,
-	} {
-		if got := runtime.CountCPUListForTest(in); got != want {
-			t.Errorf("countCPUList(%q) = %d, want %d", in, got, want)
-		}
-	}
-	if got := runtime.HostCPUsForTest(); got < 1 {
-		t.Errorf("hostCPUs() = %d", got)
 	}
 }
 
@@ -161,7 +146,7 @@ func TestBothWaits(t *testing.T) {
 // processors; the others, and the launcher's own machine, say nothing.
 func TestOversubscribedRemoteNote(t *testing.T) {
 	t.Setenv("SPERLI_SPIN_US", "")
-	n := runtime.HostCPUsForTest() + 1
+	n := hosts.CPUs() + 1
 	for _, tc := range []struct {
 		host string
 		rank int

@@ -4,36 +4,13 @@ package hosts
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-)
 
-// hostCPUs is the number of processors of the machine, which the test
-// hosts (network namespaces) share.
-func hostCPUs(t *testing.T) int {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err1 := strconv.Atoi(lo)
-		z, err2 := strconv.Atoi(hi)
-		switch {
-		case !isRange && err1 == nil:
-			n++
-		case isRange && err1 == nil && err2 == nil && z >= a:
-			n += z - a + 1
-		default:
-			t.Fatalf("/sys/devices/system/cpu/online: %q", b)
-		}
-	}
-	return n
-}
+	sperlihosts "sperli/hosts"
+)
 
 // TestRemoteEnvironmentAndNote: over real ssh, -x NAME=VALUE and -x NAME
 // reach the remote ranks, which get SPERLI_LOCAL_RANK/SIZE of their host
@@ -42,7 +19,7 @@ func hostCPUs(t *testing.T) int {
 // says nothing.
 func TestRemoteEnvironmentAndNote(t *testing.T) {
 	c := newCluster(t, options{})
-	crowded := hostCPUs(t) + 1
+	crowded := sperlihosts.CPUs() + 1 // the test hosts share the machine's processors
 	var lines []string
 	for i := 0; i < crowded; i++ {
 		lines = append(lines, c.host(1))

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"sperli/hosts"
 )
 
 // envProgram writes an executable rank that prints the variables SPEC §2
@@ -146,7 +148,7 @@ func TestRemoteCommand(t *testing.T) {
 // TestOversubscribedNote: more local ranks than processors is said once,
 // as a note; as many ranks as processors is said nothing.
 func TestOversubscribedNote(t *testing.T) {
-	cpus := onlineCPUs(t)
+	cpus := hosts.CPUs()
 	dir := t.TempDir()
 	prog := envProgram(t, dir)
 	for _, n := range []int{cpus, cpus + 1} {
@@ -166,25 +168,6 @@ func TestOversubscribedNote(t *testing.T) {
 			t.Errorf("-n %d on %d processors: %d notes, want %d\n%v", n, cpus, notes, want, r)
 		}
 	}
-}
-
-func onlineCPUs(t *testing.T) int {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
-		lo, hi, ok := strings.Cut(part, "-")
-		a, _ := strconv.Atoi(lo)
-		if !ok {
-			n++
-			continue
-		}
-		z, _ := strconv.Atoi(hi)
-		n += z - a + 1
-	}
-	return n
 }
 
 // TestCommandLineHelp: --version, `codes H1611`, and an example in the
@@ -320,7 +303,7 @@ func TestOneProcessorWhenOversubscribed(t *testing.T) {
 	dir := t.TempDir()
 	prog := writeFile(t, filepath.Join(dir, "procs.sh"), "#!/bin/sh\necho \"GOMAXPROCS=${GOMAXPROCS-unset}\"\n", 0o755)
 	env := slices.DeleteFunc(slices.Clone(baseEnv), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
-	many := strconv.Itoa(onlineCPUs(t) + 1)
+	many := strconv.Itoa(hosts.CPUs() + 1)
 	for _, tc := range []struct {
 		name string
 		env  []string
