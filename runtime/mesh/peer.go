@@ -115,14 +115,15 @@ type Peer struct {
 	foreground atomic.Int64 // unix nanoseconds a receiver last read or was served
 	bgReading  atomic.Bool  // the reader goroutine holds rmu
 
-	lastHeard  atomic.Int64 // unix nanoseconds of the last frame read
-	frames     atomic.Int64 // frames read
-	silenceMS  atomic.Int64 // the peer's announced silence limit
-	bye        atomic.Bool  // the peer said bye
-	gone       atomic.Bool  // the connection is finished (bye read, broken or closed)
-	umu        sync.Mutex   // guards unreturned
-	unreturned int64        // credit consumed and not yet returned
-	held       atomic.Int64 // credit the peer has used and not had back: read minus returned
+	lastHeard  atomic.Int64  // unix nanoseconds of the last frame read
+	frames     atomic.Int64  // frames read
+	silenceMS  atomic.Int64  // the peer's announced silence limit
+	bye        atomic.Bool   // the peer said bye
+	gone       atomic.Bool   // the connection is finished (bye read, broken or closed): setGone
+	goneC      chan struct{} // closed when gone is set
+	umu        sync.Mutex    // guards unreturned
+	unreturned int64         // credit consumed and not yet returned
+	held       atomic.Int64  // credit the peer has used and not had back: read minus returned
 
 	wg         sync.WaitGroup
 	writerDone chan struct{}
@@ -203,6 +204,7 @@ func NewPending(sh *Shared, up Sink, slot int) *Peer {
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		ready:      make(chan struct{}),
+		goneC:      make(chan struct{}),
 	}
 	p.lastHeard.Store(sh.Now().UnixNano())
 	return p
@@ -281,6 +283,17 @@ func (p *Peer) Slot() int { return p.slot }
 // Gone reports whether the connection is finished (bye read, broken or
 // closed).
 func (p *Peer) Gone() bool { return p.gone.Load() }
+
+// GoneC is closed once the peer is gone (Gone): a wait for a peer's end
+// is woken by it, not by polling Gone.
+func (p *Peer) GoneC() <-chan struct{} { return p.goneC }
+
+// setGone marks the connection finished, once.
+func (p *Peer) setGone() {
+	if !p.gone.Swap(true) {
+		close(p.goneC)
+	}
+}
 
 // Bye reports whether the peer said bye; SetBye records that it did.
 func (p *Peer) Bye() bool { return p.bye.Load() }
@@ -892,7 +905,7 @@ func (p *Peer) readOne() bool {
 		return false
 	}
 	if h.Type == wire.Bye {
-		p.gone.Store(true)
+		p.setGone()
 		return false
 	}
 	return true
@@ -993,7 +1006,7 @@ func (p *Peer) readFailed(err error) {
 	if p.bye.Load() || p.up.Expected() {
 		// The job is over already: connections closing now are its end,
 		// not a new loss.
-		p.gone.Store(true)
+		p.setGone()
 		return
 	}
 	if ce := codes.As(err); ce != nil {
@@ -1003,7 +1016,7 @@ func (p *Peer) readFailed(err error) {
 		p.Refuse(ce)
 		return
 	}
-	p.gone.Store(true)
+	p.setGone()
 	why := "connection broke without bye"
 	if errors.Is(err, io.EOF) {
 		why = "connection closed without bye"
@@ -1018,7 +1031,7 @@ func (p *Peer) readFailed(err error) {
 // connection, which it would take for a loss. Nothing more is read from the peer.
 func (p *Peer) Refuse(err error) {
 	p.up.Refused(err) // before gone: tell skips peers that are gone
-	p.gone.Store(true)
+	p.setGone()
 	go p.CloseGracefully(time.Second) // not on the reading goroutine: it may be a receiver's
 }
 
@@ -1026,7 +1039,7 @@ func (p *Peer) Refuse(err error) {
 // that was never attached fail with ErrNoLink.
 func (p *Peer) Close() {
 	p.closeOnce.Do(func() {
-		p.gone.Store(true) // its reader may stop before it reads the end: nobody waits for it again
+		p.setGone() // its reader may stop before it reads the end: nobody waits for it again
 		close(p.stop)
 		if p.detach() {
 			p.stopWriting()
@@ -1048,7 +1061,7 @@ func (p *Peer) CloseTelling(t wire.Type, payload []byte, wait time.Duration) {
 		p.last = f
 	}
 	p.qmu.Unlock()
-	p.gone.Store(true)
+	p.setGone()
 	go p.CloseGracefully(wait)
 }
 
@@ -1091,7 +1104,7 @@ func (p *Peer) CloseGracefully(wait time.Duration) {
 	p.closeOnce.Do(func() {
 		close(p.stop)
 		if !p.detach() {
-			p.gone.Store(true)
+			p.setGone()
 			return
 		}
 		p.stopWriting()

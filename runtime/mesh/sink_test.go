@@ -155,6 +155,38 @@ func TestPeerOverASink(t *testing.T) {
 	}
 }
 
+// TestGoneC: GoneC is open while the connection is, and closed once the
+// peer is gone — closed here, or its connection ended from the other end —
+// so that a wait for a peer's end (Finish's, for the byes) is woken by it
+// rather than polling Gone.
+func TestGoneC(t *testing.T) {
+	a, b, _, _ := sinkPair(t)
+	closed := func(p *Peer) bool {
+		select {
+		case <-p.GoneC():
+			return true
+		default:
+			return false
+		}
+	}
+	if closed(a) || closed(b) || a.Gone() || b.Gone() {
+		t.Fatal("GoneC closed, or Gone, on a live connection")
+	}
+	a.Close()
+	<-a.GoneC() // the test's deadline ends a wait for what never comes
+	<-b.GoneC()
+	if !a.Gone() || !b.Gone() {
+		t.Errorf("GoneC closed with Gone %v and %v, want both true", a.Gone(), b.Gone())
+	}
+	a.Close() // again: GoneC is closed once
+	c := NewPending(&Shared{Self: 0, Now: time.Now}, newFakeSink(), 2)
+	if closed(c) {
+		t.Fatal("GoneC of a pending peer closed before its end")
+	}
+	c.Close()
+	<-c.GoneC()
+}
+
 // TestCloseTellingIsLast: the frame CloseTelling sends is the last one
 // on the connection — after what was queued before it, and before
 // nothing, while other goroutines go on sending and heartbeating — and
