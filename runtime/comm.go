@@ -867,10 +867,7 @@ func (c *Comm) Finish() error {
 	}
 	// Wait for every peer's bye (or its end), so that closing never resets a
 	// connection with data the peer has not read yet.
-	// Woken by each peer's end, not by polling: a rank of a thousand
-	// that looked every 2 ms while its peers were slow to say bye (the
-	// end of a job on a crowded machine) was most of the job's context
-	// switches.
+	// Each wait is woken by the peer's end (GoneC), not by polling.
 	for _, p := range c.links.peerList() {
 		select {
 		case <-c.dead:
