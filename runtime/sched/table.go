@@ -77,8 +77,9 @@ const bruckRanks = 4
 // within one is a loss), and a link's buffers in every rank for every
 // other. With the links made, on this machine (docs/benchmarks.md,
 // 2026-12-06) bruck took 0.7× and 0.45× pairwise's time a call at 64 and
-// 128 ranks with 2 KiB blocks, the same with 8 KiB, and pairwise won by
-// 30–40 % from 16 KiB. Open MPI and MPICH take bruck for blocks of up to
+// 128 ranks with 2 KiB blocks, 1.03–1.13× with 8 KiB and 1.4× with 16 KiB;
+// the 8 KiB bound is bought by the first call, whose handshakes pairwise
+// pays (256 ranks of 8 KiB blocks: 21.6 s by bruck, ranks lost pairwise). Open MPI and MPICH take bruck for blocks of up to
 // a few hundred bytes, where their links are made already and cost no
 // cryptography. Until 2026-12-06 this table took bruck for blocks of at
 // most 1 KiB and at most 1 MiB a rank: 256 ranks of 2 KiB blocks ended
