@@ -178,7 +178,19 @@ func TestGoneC(t *testing.T) {
 	if !a.Gone() || !b.Gone() {
 		t.Errorf("GoneC closed with Gone %v and %v, want both true", a.Gone(), b.Gone())
 	}
-	a.Close() // again: GoneC is closed once
+	// Gone twice over, by two paths (each ends in setGone): a bye read,
+	// then Close; a refusal, then Close. A second close of GoneC would
+	// panic.
+	a2, b2, _, _ := sinkPair(t)
+	if err := a2.Enqueue(&Frame{H: wire.Header{Type: wire.Bye}}); err != nil {
+		t.Fatal(err)
+	}
+	<-b2.GoneC()
+	b2.Close()
+	a3, _, _, _ := sinkPair(t)
+	a3.Refuse(errors.New("refused by the test"))
+	<-a3.GoneC()
+	a3.Close()
 	c := NewPending(&Shared{Self: 0, Now: time.Now}, newFakeSink(), 2)
 	if closed(c) {
 		t.Fatal("GoneC of a pending peer closed before its end")
