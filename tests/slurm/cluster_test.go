@@ -367,30 +367,35 @@ KillWait=2
 		return c, fmt.Errorf("the cluster did not come up: %s\nslurmctld:\n%s", last, tail(filepath.Join(dir, "log", "slurmctld.log"), 20))
 	}
 	// The first test's srun must not queue behind the probe's job.
-	if err := c.settled(30 * time.Second); err != nil {
+	if err := c.settled(30*time.Second, "after the probe job"); err != nil {
 		return c, err
 	}
 	return c, nil
 }
 
 // settled waits at most d until slurmctld has no job and calls every
-// node idle; it says what it saw last if not.
-func (c *cluster) settled(d time.Duration) error {
+// node idle (a job's nodes stay "completing" a moment after its last
+// process ended, and an srun started then is queued and says so on its
+// standard error); it says what it saw last if not. when names the
+// moment, for the error.
+func (c *cluster) settled(d time.Duration, when string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
 	var last string
-	if waitFor(d, func() bool {
-		jobs, err := c.command(context.Background(), "/", nil, "squeue", "-h", "-o", "%i %T").CombinedOutput()
+	if testbin.Poll(ctx, 50*time.Millisecond, func() bool {
+		jobs, err := c.command(ctx, "/", nil, "squeue", "-h", "-o", "%i %T").CombinedOutput()
 		if err != nil || len(bytes.TrimSpace(jobs)) != 0 {
 			last = fmt.Sprintf("squeue: %v: %q", err, jobs)
 			return false
 		}
-		nodes, err := c.command(context.Background(), "/", nil, "sinfo", "-h", "-N", "-o", "%N %T").CombinedOutput()
+		nodes, err := c.command(ctx, "/", nil, "sinfo", "-h", "-N", "-o", "%N %T").CombinedOutput()
 		last = fmt.Sprintf("sinfo: %v: %q", err, nodes)
 		lines := strings.Split(strings.TrimSpace(string(nodes)), "\n")
 		return err == nil && len(lines) == nNodes && !slices.ContainsFunc(lines, func(l string) bool { return !strings.HasSuffix(l, " idle") })
 	}) {
 		return nil
 	}
-	return fmt.Errorf("slurmctld not settled (no job, every node idle) %v after a test: %s", d, last)
+	return fmt.Errorf("slurmctld not settled (no job, every node idle) within %v %s: %s", d, when, last)
 }
 
 // command returns argv to run in the hub (where srun, squeue and scancel

@@ -42,6 +42,15 @@ func newPlace(t *testing.T, kv ...string) *place {
 		}
 	}
 	p.env = testbin.WithEnv(baseEnv, append([]string{"TMPDIR=" + p.tmp}, kv...)...)
+	// The next test's srun must not queue behind this test's jobs: wait
+	// for slurmctld to settle, also when this test ends early (t.Fatal
+	// with a job running). Cleanups run last registered first, so this
+	// one runs after those that stop this test's processes.
+	t.Cleanup(func() {
+		if err := cl.settled(30*time.Second, "after "+t.Name()); err != nil {
+			t.Error(err)
+		}
+	})
 	return p
 }
 
