@@ -136,17 +136,29 @@ func RequestForTest(ctx context.Context, w *WorkQueue) error {
 }
 
 // DropQueuesForTest forgets the logs of work queues c's process holds,
-// as a process launched again by a restart would (in a later incarnation:
-// records of the earlier one that name its slot are not its to audit).
-// Test only.
-func DropQueuesForTest(c *Comm) {
+// as a process launched again would: by a restart, in a later
+// incarnation (later: records of the earlier one that name its slot are
+// not its to audit), or by a launcher started again with the job's
+// directory, whose generations start from 0 again (!later). Test only.
+func DropQueuesForTest(c *Comm, later bool) {
 	c.links.wqMu.Lock()
 	for name, l := range c.links.queues {
 		fresh := newWQLog(l.sum)
-		fresh.since = l.since + 1
+		fresh.since = l.since
+		if later {
+			fresh.since++
+		}
 		c.links.queues[name] = fresh
 	}
 	c.links.wqMu.Unlock()
+}
+
+// DiskFromForTest checks b as the bytes of the log on disk that rank 0 of
+// w's communicator sent at the queue's start, and returns how many
+// records they hold. Test only.
+func DiskFromForTest(w *WorkQueue, b []byte) (int, error) {
+	recs, err := w.diskFrom(b, w.log.sum)
+	return len(recs), err
 }
 
 // ForgeDiskRecordForTest sends rank 0 of w's communicator a published

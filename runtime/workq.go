@@ -149,7 +149,22 @@ type wqLog struct {
 	// then on must be one of them (audit).
 	own   map[wqKey][32]byte
 	since uint32
+	// disk holds the records a start took from the log on disk, whose
+	// chunks every rank verified with the job key: written by processes
+	// before this one (a launcher that died, a job launched again with
+	// its job directory), whose generations this process's may repeat,
+	// so the audit does not ask this process's own of them.
+	disk map[wqRecordKey]bool
 }
+
+// wqRecordKey is a record as the audit compares it.
+type wqRecordKey struct {
+	k    wqKey
+	slot int
+	sum  [32]byte
+}
+
+func (r wqRecord) key() wqRecordKey { return wqRecordKey{wqKey{r.f, r.id}, r.slot, r.sum} }
 
 // wqKey names an execution: its fence and item.
 type wqKey struct {
@@ -158,7 +173,7 @@ type wqKey struct {
 }
 
 func newWQLog(sum [32]byte) *wqLog {
-	return &wqLog{sum: sum, pub: map[int]wqRecord{}, exec: map[wqKey]bool{}, own: map[wqKey][32]byte{}}
+	return &wqLog{sum: sum, pub: map[int]wqRecord{}, exec: map[wqKey]bool{}, own: map[wqKey][32]byte{}, disk: map[wqRecordKey]bool{}}
 }
 
 // audit checks the records rank from of the queue sent (or relayed):
@@ -166,11 +181,12 @@ func newWQLog(sum [32]byte) *wqLog {
 // started the queue must be an execution it made, with its result's
 // SHA-256. A record that names an honest slot for what it never
 // computed is a forgery, and from sent it: H1627 naming it. (A slot's
-// own lies about its own work cannot be told from a wrong result.)
+// own lies about its own work cannot be told from a wrong result.) A
+// record of the log on disk is the job key's word, not this process's.
 func (w *WorkQueue) audit(recs []wqRecord, from int, l *wqLog) error {
 	self := w.c.links.self
 	for _, r := range recs {
-		if r.slot != self || r.f.gen < l.since {
+		if r.slot != self || r.f.gen < l.since || l.disk[r.key()] {
 			continue
 		}
 		if sum, ok := l.own[wqKey{r.f, r.id}]; !ok || sum != r.sum {
@@ -344,19 +360,23 @@ func (c *Comm) WorkQueueWith(ctx context.Context, name string, items [][]byte, o
 		w.buddyRank = w.masterRank + 1
 	}
 	// Rank 0 reads the log a restarted job left; whether it could goes
-	// with the items' SHA-256, so that every rank ends alike, and whether
-	// it writes the log (then the other masters send it their records).
-	disk, diskErr := w.readDisk(sum)
+	// with the items' SHA-256, so that every rank ends alike, whether it
+	// writes the log (then the other masters send it their records), and
+	// whether it found one.
+	disk, diskBytes, diskErr := w.readDisk(sum)
 	mine := binary.BigEndian.AppendUint16(sum[:], uint16(codes.Of(diskErr)))
-	mine = append(mine, 0)
+	mine = append(mine, 0, 0)
 	if w.diskOn() {
 		mine[34] = 1
+	}
+	if disk != nil {
+		mine[35] = 1
 	}
 	all, err := q.Allgather(ctx, mine)
 	if err != nil {
 		return nil, err
 	}
-	const part = 35
+	const part = 36
 	for r := 0; r < q.Size(); r++ {
 		if !bytes.Equal(all[part*r:part*r+32], sum[:]) {
 			return nil, &codes.Error{Code: codes.CollectiveMismatch, Op: "work_queue", Rank: r,
@@ -372,11 +392,17 @@ func (c *Comm) WorkQueueWith(ctx context.Context, name string, items [][]byte, o
 		}
 		return nil, &codes.Error{Code: code, Op: "work_queue", Rank: 0, Msg: fmt.Sprintf("work_queue %q: rank 0 could not take the queue's log under the checkpoint directory (its error says why)", name)}
 	}
-	if all[34] > 1 {
-		return nil, w.liar(0, "a start with a disk flag of %d", all[34])
+	if all[34] > 1 || all[35] > 1 {
+		return nil, w.liar(0, "a start with disk flags of %d and %d", all[34], all[35])
 	}
 	w.diskAll = all[34] == 1 && w.groups > 1
-	if err := w.sync(ctx, sum, disk); err != nil {
+	var fromDisk []wqRecord
+	if all[35] == 1 {
+		if fromDisk, err = w.shareDisk(ctx, sum, disk, diskBytes); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.sync(ctx, sum, disk, fromDisk); err != nil {
 		return nil, err
 	}
 	serve := func(fn func(context.Context) error) {
@@ -394,6 +420,32 @@ func (c *Comm) WorkQueueWith(ctx context.Context, name string, items [][]byte, o
 		serve(w.buddy)
 	}
 	return w, nil
+}
+
+// shareDisk sends the log file rank 0 found (its bytes that verified) to
+// every rank, which checks its signatures with the job key itself, and
+// returns its records: the audit takes them as the job key's word,
+// whatever slot they name (wqLog.disk). On rank 0 they are its own
+// reading's.
+func (w *WorkQueue) shareDisk(ctx context.Context, sum [32]byte, disk *wqLog, b []byte) ([]wqRecord, error) {
+	got, err := w.bcastLen(ctx, 0, b)
+	if err != nil {
+		return nil, err
+	}
+	return w.diskFrom(got, sum)
+}
+
+// diskFrom is the records of the log on disk whose bytes b rank 0 sent.
+func (w *WorkQueue) diskFrom(b []byte, sum [32]byte) ([]wqRecord, error) {
+	recs, n, err := w.parseDisk(b, sum)
+	if err == nil && n != len(b) {
+		err = fmt.Errorf("%d bytes after its last whole chunk", len(b)-n)
+	}
+	if err != nil {
+		// Rank 0 verified these bytes before it sent them.
+		return nil, w.liar(0, "a log on disk whose chunks do not verify: %v", err)
+	}
+	return recs, nil
 }
 
 // maxWorkLog bounds a queue's log as it travels.
@@ -414,12 +466,15 @@ const maxWorkExtras = (wire.MaxPayload - 64) / (wqRecordHead)
 // Then the executions the others know and nobody logged (a worker's done
 // that its master did not log before it was lost) are gathered and sent
 // to all.
-func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
+func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog, fromDisk []wqRecord) error {
 	w.mu.Lock()
 	old := w.c.links.queues[w.name]
 	if old == nil || old.sum != sum {
 		old = newWQLog(sum)
 		old.since = w.c.inc
+	}
+	for _, r := range fromDisk {
+		old.disk[r.key()] = true
 	}
 	if disk != nil {
 		// A restarted job: its log is the one on disk (and what this
@@ -430,7 +485,7 @@ func (w *WorkQueue) sync(ctx context.Context, sum [32]byte, disk *wqLog) error {
 		for _, r := range old.recs {
 			disk.add(r)
 		}
-		disk.own, disk.since = old.own, old.since
+		disk.own, disk.since, disk.disk = old.own, old.since, old.disk
 		old = disk
 	}
 	mine := old.encode()
@@ -575,7 +630,7 @@ func (w *WorkQueue) logOf(b []byte, sum [32]byte, src int, old *wqLog) (*wqLog, 
 		return nil, err
 	}
 	l := newWQLog(sum)
-	l.own, l.since = old.own, old.since
+	l.own, l.since, l.disk = old.own, old.since, old.disk
 	for _, rec := range recs {
 		l.add(rec)
 	}
@@ -881,7 +936,10 @@ func (w *WorkQueue) Stats() WorkStats {
 // the group was told its end.
 func (w *WorkQueue) master(ctx context.Context) error {
 	gen := w.c.inc
-	var next uint64 // leases made in this generation
+	// Leases made in this generation: numbered after every fence of it
+	// in the log, so that a fence is never given twice, also by a job
+	// launched again whose generations start from 0 again.
+	var next uint64
 	// What an honest rank may send: a done of the one lease it holds
 	// (holds: its item and lease number), else a request; nothing while
 	// it waits for a reply (asked) or after it was told the end.
@@ -895,6 +953,16 @@ func (w *WorkQueue) master(ctx context.Context) error {
 	var pending []int
 	published, shard := 0, 0 // of this master's shard
 	w.mu.Lock()
+	for _, r := range w.log.pub {
+		if r.f.gen == gen {
+			next = max(next, r.f.lease)
+		}
+	}
+	for _, r := range w.log.recs {
+		if r.f.gen == gen {
+			next = max(next, r.f.lease)
+		}
+	}
 	for id := w.group; id < len(w.items); id += w.groups {
 		shard++
 		if _, done := w.log.pub[id]; done {

@@ -220,53 +220,68 @@ func (w *WorkQueue) diskErr(err error) error {
 	return codes.Wrap(codes.CheckpointStorage, err, "work_queue %q: its log under the checkpoint directory: %v", w.name, err)
 }
 
-// readDisk is the log a restarted job's master finds, or nil when there is
-// none. One whose signature does not verify, or of other items, is H1620.
-func (w *WorkQueue) readDisk(sum [32]byte) (*wqLog, error) {
+// readDisk is the log a restarted job's master finds and the bytes of
+// it that verified (to be sent to every rank, which checks them too), or
+// nil when there is none. One whose signature does not verify, or of
+// other items, is H1620.
+func (w *WorkQueue) readDisk(sum [32]byte) (*wqLog, []byte, error) {
 	if w.c.job.CheckpointDir == "" || w.q.Rank() != 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	st, err := openStore(w.c.job.CheckpointDir, w.c.job.ID)
 	if err != nil {
-		return nil, w.diskErr(err)
+		return nil, nil, w.diskErr(err)
 	}
 	defer st.close()
 	b, err := st.readIn("queues", w.diskName())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, w.diskErr(err)
+		return nil, nil, w.diskErr(err)
 	}
-	bad := func(format string, args ...any) error {
-		return codes.New(codes.CommitSignature, "work_queue %q: its log %s/queues/%s: %s", w.name, st.path, w.diskName(), fmt.Sprintf(format, args...))
-	}
-	head := len(wqFileMagic) + 32
-	if len(b) < head || string(b[:len(wqFileMagic)]) != wqFileMagic {
-		return nil, bad("not a work queue's log (%d bytes)", len(b))
-	}
-	if !bytes.Equal(b[len(wqFileMagic):head], sum[:]) {
-		return nil, bad("it is of other items")
+	recs, n, err := w.parseDisk(b, sum)
+	if err != nil {
+		return nil, nil, codes.New(codes.CommitSignature, "work_queue %q: its log %s/queues/%s: %v", w.name, st.path, w.diskName(), err)
 	}
 	l := newWQLog(sum)
+	for _, r := range recs {
+		l.add(r)
+	}
+	return l, b[:n], nil
+}
+
+// parseDisk checks the bytes b of a log file of the queue's items (sum):
+// its head and the chain of its chunks' signatures, with the job's public
+// key. It returns the records of the whole chunks and the length of the
+// bytes that hold them (a chunk cut short at the end, a crash while it
+// was written, is dropped).
+func (w *WorkQueue) parseDisk(b []byte, sum [32]byte) ([]wqRecord, int, error) {
+	head := len(wqFileMagic) + 32
+	if len(b) < head || string(b[:len(wqFileMagic)]) != wqFileMagic {
+		return nil, 0, fmt.Errorf("not a work queue's log (%d bytes)", len(b))
+	}
+	if !bytes.Equal(b[len(wqFileMagic):head], sum[:]) {
+		return nil, 0, errors.New("it is of other items")
+	}
+	var all []wqRecord
 	var prev []byte
-	for k, rest := uint32(0), b[head:]; len(rest) >= 4; k++ {
+	rest := b[head:]
+	for k := uint32(0); len(rest) >= 4; k++ {
 		n := uint64(binary.BigEndian.Uint32(rest))
 		if uint64(len(rest)) < 4+n+pki.SignatureSize {
 			break // cut short by a crash while it was written
 		}
 		records, sig := rest[4:4+n], rest[4+n:4+n+pki.SignatureSize]
 		if !w.c.jobPub.Verify(pki.DomainWorkLog, chunkMsg(sum, k, records, prev), sig) {
-			return nil, bad("the signature of its chunk %d does not verify", k)
+			return nil, 0, fmt.Errorf("the signature of its chunk %d does not verify", k)
 		}
 		recs, err := parseRecords(records, len(w.items), w.c.links.slots)
 		if err != nil {
-			return nil, bad("chunk %d: %v", k, err)
+			return nil, 0, fmt.Errorf("chunk %d: %v", k, err)
 		}
-		for _, r := range recs {
-			l.add(r)
-		}
+		all = append(all, recs...)
 		prev, rest = sig, rest[4+n+pki.SignatureSize:]
 	}
-	return l, nil
+	return all, len(b) - len(rest), nil
 }

@@ -340,9 +340,17 @@ func TestWorkQueueLogUnwritable(t *testing.T) {
 
 // TestWorkQueueManyMastersOnDisk: with several masters under a checkpoint
 // directory, rank 0 writes every master's records: a process that forgot
-// the queue (as after a launcher restart) starts it again with every item
-// published from the file alone, and leases nothing.
+// the queue (as after a launcher restart, or a launch again with the
+// job's directory, where generations start from 0 again and the records
+// on disk name this process's slot in its own generation) starts it again
+// with every item published from the file alone, and leases nothing.
 func TestWorkQueueManyMastersOnDisk(t *testing.T) {
+	for _, later := range []bool{true, false} {
+		t.Run(fmt.Sprintf("later incarnation %v", later), func(t *testing.T) { testManyMastersOnDisk(t, later) })
+	}
+}
+
+func testManyMastersOnDisk(t *testing.T, later bool) {
 	ctx := testCtx(t)
 	f := newFixture(t, 6)
 	f.spec.CheckpointDir = t.TempDir()
@@ -360,7 +368,7 @@ func TestWorkQueueManyMastersOnDisk(t *testing.T) {
 		}
 	}
 	for _, c := range comms {
-		runtime.DropQueuesForTest(c)
+		runtime.DropQueuesForTest(c, later)
 	}
 	stats := make([]runtime.WorkStats, len(comms))
 	dids := make([]int, len(comms))
@@ -375,6 +383,61 @@ func TestWorkQueueManyMastersOnDisk(t *testing.T) {
 		}
 		if st := stats[r]; dids[r] != 0 || st.Published != 61 || st.Executed != 61 || !maps.Equal(st.ByRank, first[0].ByRank) {
 			t.Fatalf("rank %d, again: computed %d, stats %+v; want every item published from the file, by the ranks of the first run %v", r, dids[r], st, first[0].ByRank)
+		}
+	}
+}
+
+// TestWorkQueueForgedDiskLog: the bytes of the log on disk that rank 0
+// sends at a start are checked by every rank with the job key, as rank 0
+// checked the file: the file as written holds the log's records; changed,
+// cut inside a chunk, or with bytes after its last chunk, it is a lie of
+// rank 0 (H1627 naming it), since rank 0 sends only what verified.
+func TestWorkQueueForgedDiskLog(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t, 2)
+	f.spec.CheckpointDir = t.TempDir()
+	comms := f.initAll(ctx)
+	items := wqItems(40)
+	queues := make([]*runtime.WorkQueue, len(comms))
+	for r, err := range each(comms, func(c *runtime.Comm) error {
+		w, err := c.WorkQueue(ctx, "farm", items)
+		if err != nil {
+			return err
+		}
+		queues[c.Rank()] = w
+		return drain(ctx, w)
+	}) {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(f.spec.CheckpointDir, "*", "queues", "*.wq"))
+	if len(logs) != 1 {
+		t.Fatalf("%d logs written, want 1", len(logs))
+	}
+	b, err := os.ReadFile(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := runtime.DiskFromForTest(queues[1], b); err != nil || n < 40 {
+		t.Fatalf("the log as written: %d records, %v; want the 40 published at least", n, err)
+	}
+	flipped := append([]byte{}, b...)
+	flipped[len(flipped)-100] ^= 1
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"a byte changed", flipped, "does not verify"},
+		{"cut inside a chunk", b[:len(b)-1], "after its last whole chunk"},
+		{"bytes after its last chunk", append(append([]byte{}, b...), 0, 0), "after its last whole chunk"},
+		{"no head", b[:10], "not a work queue's log"},
+	} {
+		_, err := runtime.DiskFromForTest(queues[1], tc.b)
+		wantCode(t, tc.name, err, codes.ProtocolViolation)
+		if err != nil && (!strings.Contains(err.Error(), "protocol violation by rank 0") || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %q, want rank 0 named and %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -56,7 +56,8 @@ func TestDecode(t *testing.T) {
 		{"version 4 (before layouts as runs)", with(good, 4, 4), 3, Header{}, codes.FrameMalformed},
 		{"version 5", with(good, 4, 5), 3, Header{}, codes.FrameMalformed},
 		{"version 6 (before bruck's alltoall to 8 KiB blocks)", with(good, 4, 6), 3, Header{}, codes.FrameMalformed},
-		{"version 8", with(good, 4, 8), 3, Header{}, codes.FrameMalformed},
+		{"version 7 (before the log on disk at a work queue's start)", with(good, 4, 7), 3, Header{}, codes.FrameMalformed},
+		{"version 9", with(good, 4, 9), 3, Header{}, codes.FrameMalformed},
 		{"version 255", with(good, 4, 255), 3, Header{}, codes.FrameMalformed},
 
 		{"type 0", header(Header{Type: 0, Source: 3}), 3, Header{}, codes.FrameMalformed},
@@ -188,7 +189,7 @@ func TestPutDecode(t *testing.T) {
 func TestPutFields(t *testing.T) {
 	h := Header{Type: Collective, Flags: 0x0102, Incarnation: 0x03040506, Source: 0x0708090a, Tag: 0x0b0c0d0e, Length: 0x0f101112, Seq: 0x131415161718191a}
 	want := []byte{
-		'S', 'P', 'R', 'L', 7, 7, 0x01, 0x02,
+		'S', 'P', 'R', 'L', 8, 7, 0x01, 0x02,
 		0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a,
 		0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12,
 		0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a,
@@ -241,7 +242,7 @@ func (r *headerOnlyReader) Read(p []byte) (int, error) {
 
 func TestReadHeaderReadsNoPayload(t *testing.T) {
 	huge := header(Header{Type: Data, Source: 1, Length: 17 << 20})
-	malformed := with(header(Header{Type: Data, Source: 1, Length: 10}), 4, 9) // version 9
+	malformed := with(header(Header{Type: Data, Source: 1, Length: 10}), 4, 10) // version 10
 	for _, tc := range []struct {
 		name  string
 		hdr   []byte
