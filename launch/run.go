@@ -394,6 +394,10 @@ func (l *launcher) run(ctx context.Context) int {
 	for r := range local {
 		local[r] = pl.Lines[r].Host
 	}
+	if err := checkMachine(sizeFlag(o.N, o.Spares), shapeOf(local, star, o.OutputDir != "")); err != nil {
+		l.say("%v", err)
+		return 2
+	}
 	if note := oversubscribed(local); note != "" {
 		l.say("%s", note)
 	}
