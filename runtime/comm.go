@@ -635,7 +635,7 @@ func (c *Comm) StartRecv(source, tag int) (*RecvOp, error) {
 	if p := c.peerOf(r); p != nil && p.Finished() {
 		c.match.cancelFrom(r.src) // the job rank: the matcher's ranks are the job's
 		c.mu.Unlock()
-		r.err = &codes.Error{Code: codes.Finished, Op: "recv", Rank: source, Msg: fmt.Sprintf("recv: rank %d has finished: recv(%d, %d) can never be matched", source, source, tag)}
+		r.err = &codes.Error{Code: codes.Finished, Op: "recv", Rank: source, Msg: fmt.Sprintf("recv: rank %d has finished: recv(%d, %s) can never be matched", source, source, map[bool]string{true: "ANY_TAG", false: fmt.Sprint(tag)}[tag == AnyTag])}
 		close(r.done)
 		return op, nil
 	}

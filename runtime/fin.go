@@ -177,7 +177,7 @@ func (c *Comm) peerFinished(p *peer, from int) {
 	c.mu.Unlock()
 	for _, op := range ops {
 		// The same error as a receive posted after it finished (StartRecv).
-		op.err = &codes.Error{Code: codes.Finished, Op: "recv", Rank: from, Msg: fmt.Sprintf("recv: rank %d has finished: recv(%d, %d) can never be matched", from, from, op.tag)}
+		op.err = &codes.Error{Code: codes.Finished, Op: opName(op), Rank: from, Msg: fmt.Sprintf("%s: rank %d has finished: %s(%d, %s) can never be matched", opName(op), from, opName(op), from, map[bool]string{true: "ANY_TAG", false: fmt.Sprint(op.tag)}[op.anyTag])}
 		close(op.done)
 	}
 	for _, op := range wild {

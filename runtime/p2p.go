@@ -140,7 +140,7 @@ func (c *Comm) Probe(ctx context.Context, source, tag int) (env Envelope, err er
 	if p := c.peerOf(r); p != nil && p.Finished() {
 		c.match.withdraw(r)
 		c.mu.Unlock()
-		return Envelope{}, &codes.Error{Code: codes.Finished, Op: "probe", Rank: source, Msg: fmt.Sprintf("probe: rank %d has finished: probe(%d, %d) can never be matched", source, source, tag)}
+		return Envelope{}, &codes.Error{Code: codes.Finished, Op: "probe", Rank: source, Msg: fmt.Sprintf("probe: rank %d has finished: probe(%d, %s) can never be matched", source, source, map[bool]string{true: "ANY_TAG", false: fmt.Sprint(tag)}[tag == AnyTag])}
 	}
 	if !r.anySrc && r.src == c.worldRank(c.rank) {
 		// As a receive from itself (neverMatches): a send to itself goes

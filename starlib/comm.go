@@ -3,6 +3,9 @@ package starlib
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	"go.starlark.net/starlark"
@@ -38,7 +41,9 @@ import (
 //	comm.split(color, key=0)                -> a communicator of the ranks of that color, ordered by key; None for color -1
 //
 // recv and start_recv take the wildcards too (MPI's MPI_ANY_SOURCE and
-// MPI_ANY_TAG, both -1); recv_from tells what came.
+// MPI_ANY_TAG, both -1); recv_from tells what came. -1 is the wildcard of
+// every receive and probe, and refused in a send; any other rank or tag out
+// of range, however large, is H1616 before the call sends or waits.
 //
 // A refusal is a Starlark error whose message starts with its code
 // ("H1616: send: rank 5 is outside the job (size 3)"); sperli.attempt turns
@@ -190,23 +195,74 @@ func (d *sendData) Unpack(v starlark.Value) error {
 	return err
 }
 
+// intArg is an int argument of any size: a rank, tag, root, color, key or
+// number of milliseconds. One that does not fit a Go int (2**63; Sperli
+// builds only where int is 64 bits) is passed to the runtime as the nearest
+// int, which is outside every range the runtime admits, so it is refused
+// as 2**31 is — H1616, or for a collective H1618 on every rank with the
+// job going on (SPEC §8.3) — not as a program error on one rank while the
+// others wait in the call. refused puts the number the program wrote back
+// into the message.
+type intArg struct {
+	n    int
+	text string // the value as written, when n is not it
+}
+
+func (a *intArg) Unpack(v starlark.Value) error {
+	i, ok := v.(starlark.Int)
+	if !ok {
+		return fmt.Errorf("got %s, want int", v.Type())
+	}
+	if x, ok := i.Int64(); ok && int64(int(x)) == x {
+		*a = intArg{n: int(x)}
+		return nil
+	}
+	*a = intArg{n: math.MaxInt, text: i.String()}
+	if i.BigInt().Sign() < 0 {
+		a.n = math.MinInt
+	}
+	return nil
+}
+
+// refused is the refusal err with the arguments that did not fit an int
+// named as written. The runtime refuses the first wrong argument in order,
+// so the first that did not fit takes the first place its stand-in is named.
+func refused(err error, args ...intArg) error {
+	e, ok := err.(*codes.Error)
+	if !ok {
+		return err
+	}
+	msg := e.Msg
+	for _, a := range args {
+		if a.text != "" {
+			msg = strings.Replace(msg, strconv.Itoa(a.n), a.text, 1)
+		}
+	}
+	if msg == e.Msg {
+		return err
+	}
+	named := *e
+	named.Msg = msg
+	return &named
+}
+
 func commSend(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dest, tag int
+	var dest, tag intArg
 	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dest", &dest, "tag", &tag, "data", &d); err != nil {
 		return nil, err
 	}
-	return starlark.None, c.c.Send(c.ctx, dest, tag, d)
+	return starlark.None, refused(c.c.Send(c.ctx, dest.n, tag.n, d), dest, tag)
 }
 
 func commRecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var src, tag int
+	var src, tag intArg
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "source", &src, "tag", &tag); err != nil {
 		return nil, err
 	}
-	msg, err := c.c.Recv(c.ctx, src, tag)
+	msg, err := c.c.Recv(c.ctx, src.n, tag.n)
 	if err != nil {
-		return nil, err
+		return nil, refused(err, src, tag)
 	}
 	return c.received(msg), nil
 }
@@ -223,16 +279,16 @@ func (c *Comm) received(msg []byte) starlark.Value {
 }
 
 func commStartSend(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dest, tag int
+	var dest, tag intArg
 	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dest", &dest, "tag", &tag, "data", &d); err != nil {
 		return nil, err
 	}
-	op, err := c.c.StartSend(dest, tag, d)
+	op, err := c.c.StartSend(dest.n, tag.n, d)
 	if err != nil {
-		return nil, err
+		return nil, refused(err, dest, tag)
 	}
-	return &Op{send: op, desc: fmt.Sprintf("send to %d tag %d", dest, tag)}, nil
+	return &Op{send: op, desc: fmt.Sprintf("send to %d tag %d", dest.n, tag.n)}, nil
 }
 
 func unpackOp(b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (*Op, error) {
@@ -255,15 +311,15 @@ func commFinishSend(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []
 }
 
 func commStartRecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var src, tag int
+	var src, tag intArg
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "source", &src, "tag", &tag); err != nil {
 		return nil, err
 	}
-	op, err := c.c.StartRecv(src, tag)
+	op, err := c.c.StartRecv(src.n, tag.n)
 	if err != nil {
-		return nil, err
+		return nil, refused(err, src, tag)
 	}
-	return &Op{recv: op, desc: fmt.Sprintf("recv from %d tag %d", src, tag)}, nil
+	return &Op{recv: op, desc: fmt.Sprintf("recv from %d tag %d", src.n, tag.n)}, nil
 }
 
 func commFinishRecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -298,30 +354,33 @@ func (c *Comm) result(out []byte, err error) (starlark.Value, error) {
 }
 
 func commBcast(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var root int
+	var root intArg
 	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "root", &root, "data?", &d); err != nil {
 		return nil, err
 	}
-	return c.result(c.c.Bcast(c.ctx, root, d))
+	out, err := c.c.Bcast(c.ctx, root.n, d)
+	return c.result(out, refused(err, root))
 }
 
 func commGather(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var root int
+	var root intArg
 	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "root", &root, "data", &d); err != nil {
 		return nil, err
 	}
-	return c.result(c.c.Gather(c.ctx, root, d))
+	out, err := c.c.Gather(c.ctx, root.n, d)
+	return c.result(out, refused(err, root))
 }
 
 func commScatter(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var root int
+	var root intArg
 	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "root", &root, "data?", &d); err != nil {
 		return nil, err
 	}
-	return c.result(c.c.Scatter(c.ctx, root, d))
+	out, err := c.c.Scatter(c.ctx, root.n, d)
+	return c.result(out, refused(err, root))
 }
 
 // typeOp reads a type and a reduction name. An unknown name is still a
@@ -340,15 +399,15 @@ func typeOp(typ, op string) (runtime.Type, runtime.Op) {
 }
 
 func commReduce(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var root int
+	var root intArg
 	var typ, op string
 	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "root", &root, "type", &typ, "op", &op, "data", &d); err != nil {
 		return nil, err
 	}
 	t, o := typeOp(typ, op)
-	out, err := c.c.Reduce(c.ctx, root, t, o, d)
-	return c.result(out, namedErr(err, typ, op))
+	out, err := c.c.Reduce(c.ctx, root.n, t, o, d)
+	return c.result(out, namedErr(refused(err, root), typ, op))
 }
 
 func commAllreduce(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -379,11 +438,11 @@ func namedErr(err error, typ, op string) error {
 }
 
 func commSetSilence(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var ms int
+	var ms intArg
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "ms", &ms); err != nil {
 		return nil, err
 	}
-	return starlark.None, c.c.SetSilence(ms)
+	return starlark.None, refused(c.c.SetSilence(ms.n), ms)
 }
 
 func commHeartbeat(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

@@ -2,6 +2,7 @@ package starlib
 
 import (
 	"fmt"
+	"math"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -23,37 +24,37 @@ func envelope(env runtime.Envelope, last string, v starlark.Value) *starlarkstru
 }
 
 func commRecvFrom(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var src, tag int
+	var src, tag intArg
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "source", &src, "tag", &tag); err != nil {
 		return nil, err
 	}
-	msg, env, err := c.c.RecvFrom(c.ctx, src, tag)
+	msg, env, err := c.c.RecvFrom(c.ctx, src.n, tag.n)
 	if err != nil {
-		return nil, err
+		return nil, refused(err, src, tag)
 	}
 	return envelope(env, "data", c.received(msg)), nil
 }
 
 func commProbe(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var src, tag int
+	var src, tag intArg
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "source", &src, "tag", &tag); err != nil {
 		return nil, err
 	}
-	env, err := c.c.Probe(c.ctx, src, tag)
+	env, err := c.c.Probe(c.ctx, src.n, tag.n)
 	if err != nil {
-		return nil, err
+		return nil, refused(err, src, tag)
 	}
 	return envelope(env, "length", starlark.MakeInt(env.Length)), nil
 }
 
 func commIprobe(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var src, tag int
+	var src, tag intArg
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "source", &src, "tag", &tag); err != nil {
 		return nil, err
 	}
-	env, ok, err := c.c.Iprobe(src, tag)
+	env, ok, err := c.c.Iprobe(src.n, tag.n)
 	if err != nil {
-		return nil, err
+		return nil, refused(err, src, tag)
 	}
 	if !ok {
 		return starlark.None, nil
@@ -62,14 +63,14 @@ func commIprobe(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []star
 }
 
 func commSendrecv(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dest, sendtag, src, recvtag int
+	var dest, sendtag, src, recvtag intArg
 	var d sendData
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dest", &dest, "sendtag", &sendtag, "data", &d, "source", &src, "recvtag", &recvtag); err != nil {
 		return nil, err
 	}
-	msg, _, err := c.c.Sendrecv(c.ctx, dest, sendtag, d, src, recvtag)
+	msg, _, err := c.c.Sendrecv(c.ctx, dest.n, sendtag.n, d, src.n, recvtag.n)
 	if err != nil {
-		return nil, err
+		return nil, refused(err, dest, sendtag, src, recvtag)
 	}
 	return c.received(msg), nil
 }
@@ -102,13 +103,13 @@ func commReduceScatter(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs
 }
 
 func commSplit(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var color, key int
+	var color, key intArg
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "color", &color, "key?", &key); err != nil {
 		return nil, err
 	}
-	sub, err := c.c.Split(c.ctx, color, key)
+	sub, err := c.c.Split(c.ctx, color.n, key.n)
 	if err != nil {
-		return nil, err
+		return nil, refused(err, color, key)
 	}
 	if sub == nil {
 		return starlark.None, nil
@@ -178,14 +179,15 @@ func commRevoke(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []star
 }
 
 func commAgree(c *Comm, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var flag int64
+	var flag starlark.Int
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "flag", &flag); err != nil {
 		return nil, err
 	}
-	if flag < 0 {
-		return nil, &codes.Error{Code: codes.OutOfRange, Op: "agree", Rank: -1, Msg: fmt.Sprintf("agree: flag %d, want an int 0 or more (its bits are ANDed)", flag)}
+	f, ok := flag.Uint64()
+	if !ok {
+		return nil, &codes.Error{Code: codes.OutOfRange, Op: "agree", Rank: -1, Msg: fmt.Sprintf("agree: flag %v, want an int 0 to %d (its bits are ANDed)", flag, uint64(math.MaxUint64))}
 	}
-	v, err := c.c.Agree(c.ctx, uint64(flag))
+	v, err := c.c.Agree(c.ctx, f)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func pendingErr(thread *starlark.Thread) error {
 func commWorkQueue(c *Comm, thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var name string
 	var list *starlark.List
-	perMaster := runtime.DefaultPerMaster
+	perMaster := intArg{n: runtime.DefaultPerMaster}
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "items", &list, "per_master?", &perMaster); err != nil {
 		return nil, err
 	}
@@ -60,9 +60,9 @@ func commWorkQueue(c *Comm, thread *starlark.Thread, b *starlark.Builtin, args s
 		}
 		items[i] = []byte(s)
 	}
-	w, err := c.c.WorkQueueWith(c.ctx, name, items, runtime.WorkOptions{PerMaster: perMaster})
+	w, err := c.c.WorkQueueWith(c.ctx, name, items, runtime.WorkOptions{PerMaster: perMaster.n})
 	if err != nil {
-		return nil, err
+		return nil, refused(err, perMaster)
 	}
 	return &WorkQueue{w: w, ctx: c.ctx, thread: thread, name: name, items: vals}, nil
 }
