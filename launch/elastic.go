@@ -286,11 +286,12 @@ func (g *generations) replaced(slot int) bool {
 
 // report takes one report line of slot. For a generation the slot
 // entered it returns the generation, for the stream to mark the slot's
-// standard error there; else -1.
-func (g *generations) report(slot int, line []byte) int {
+// standard error there, and the rank the slot serves in it (-1 a spare);
+// else -1 and -1.
+func (g *generations) report(slot int, line []byte) (gen, rank int) {
 	var r record.Gen
 	if json.Unmarshal(line, &r) != nil || r.Slot != slot {
-		return -1
+		return -1, -1
 	}
 	switch r.Kind {
 	case "spare":
@@ -300,7 +301,7 @@ func (g *generations) report(slot int, line []byte) int {
 			// limit, then continued) sees the others' links to it end:
 			// what it says of them is no loss.
 			g.mu.Unlock()
-			return -1
+			return -1, -1
 		}
 		fresh := false
 		for _, s := range r.Lost {
@@ -312,7 +313,7 @@ func (g *generations) report(slot int, line []byte) int {
 		if fresh {
 			g.say("%s", r.Msg) // once: every live slot reports it
 		}
-		return -1
+		return -1, -1
 	case "start":
 		// A slot of a restarted incarnation is back in its program.
 		g.mu.Lock()
@@ -321,15 +322,15 @@ func (g *generations) report(slot int, line []byte) int {
 		if len(g.started) == len(g.procs) && !g.restarted.IsZero() {
 			g.say("incarnation %d: every rank back in its program %d ms after the loss", r.Gen, time.Since(g.restarted).Milliseconds())
 		}
-		return -1
+		return -1, -1
 	case "mode":
 		g.mu.Lock()
 		g.returning = r.Msg == "return"
 		g.mu.Unlock()
-		return -1
+		return -1, -1
 	case "generation":
 	default:
-		return -1
+		return -1, -1
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -337,11 +338,15 @@ func (g *generations) report(slot int, line []byte) int {
 		if first, ok := g.lines[r.Gen]; ok && slices.Equal(first.Runs, r.Runs) {
 			r.Ranks = first.Ranks // one expansion a generation, not one a slot
 		} else if r.Ranks = ranksOfRuns(r.Runs, r.Size, len(g.procs)); r.Ranks == nil {
-			return -1
+			return -1, -1
 		}
 	}
 	g.seenLocked(slot, r)
-	return r.Gen
+	rank = r.Rank
+	if rank < -1 || rank >= 0 && (rank >= len(r.Ranks) || r.Ranks[rank] != slot) {
+		rank = slices.Index(r.Ranks, slot) // the layout says it
+	}
+	return r.Gen, rank
 }
 
 // ranksOfRuns is the slot of each rank of a report's runs, or nil when

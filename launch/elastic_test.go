@@ -121,5 +121,6 @@ func reportTo(t *testing.T, g *generations, slot int, r record.Gen) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return g.report(slot, b)
+	gen, _ := g.report(slot, b)
+	return gen
 }

@@ -22,8 +22,9 @@ import (
 // standard output and its standard error. A stream splits what the rank
 // writes into lines and sends each line where it belongs:
 //
-//   - by default into a spool, shown when the ranks have ended, rank by
-//     rank, prefixed "[rank i] ";
+//   - by default into a spool, shown when the ranks have ended, slot by
+//     slot, prefixed "[rank i] " (roles.go: "[rank 2 · slot 8] " in a job
+//     with spares);
 //   - with --live to the launcher's own stream as soon as the line is
 //     whole (a line is never cut in two nor mixed with another);
 //   - with --output-dir appended to DIR/rank-i.out or rank-i.err.
@@ -138,7 +139,7 @@ type outputs struct {
 	stdout   io.Writer
 	stderr   io.Writer
 	color    bool
-	slots    bool // a job with spares: lines are prefixed by slot
+	slots    bool // a job with spares: lines name the slot too (roles.go)
 	live     bool
 	verbose  bool
 	dir      string // --output-dir
@@ -149,20 +150,29 @@ type outputs struct {
 	// onWaiting receives a rank's waiting record (runtime/waiting.go).
 	onWaiting func(rank int, w record.Waiting)
 	// onGen receives a slot's generation report (runtime/recover.go); it
-	// returns the generation the slot entered, or -1.
-	onGen func(slot int, line []byte) int
+	// returns the generation the slot entered and the rank it serves there
+	// (-1 a spare), or -1 and -1.
+	onGen func(slot int, line []byte) (gen, rank int)
 	// trace is the --trace log, nil when none.
 	trace *traceLog
 }
 
-// stream is one rank's standard output or standard error in one
-// generation.
+// stream is one slot's standard output or standard error in one
+// incarnation.
 type stream struct {
 	o      *outputs
-	rank   int
+	rank   int // the slot
 	isErr  bool
 	gen    uint32
-	prefix string
+	prefix string // --live: of the line being read
+	// roles is what the slot served (shared with its other stream); cur
+	// is the index of the role the line being shown is labelled by, segs
+	// where in all the lines of each later one begin, mid whether a shown
+	// line has begun.
+	roles *slotRoles
+	cur   int
+	segs  []segment
+	mid   bool
 
 	mu     sync.Mutex
 	kind   lineKind
@@ -179,6 +189,13 @@ type stream struct {
 	wrote  bool // a line was shown
 	cut    bool // the record being read was longer than its bound
 	closed bool
+}
+
+// segment is where, in a stream's spool of shown lines, the lines of
+// the slot's role roles[idx] begin.
+type segment struct {
+	off int64
+	idx int
 }
 
 type lineKind int
@@ -206,8 +223,14 @@ const maxGenLine = 256 << 10
 // read from its head (its small fields come first).
 const maxRecord = 1 << 20
 
-func newStream(o *outputs, rank int, isErr bool, gen uint32, file *os.File) *stream {
-	s := &stream{o: o, rank: rank, isErr: isErr, gen: gen, prefix: prefixOf(o.unit(), rank, o.color), file: file}
+// newStream makes slot's stream; roles is what the slot serves, nil for
+// rank slot from generation gen.
+func newStream(o *outputs, slot int, isErr bool, gen uint32, file *os.File, roles *slotRoles) *stream {
+	if roles == nil {
+		roles = newSlotRoles(int(gen), slot)
+	}
+	cur, ro := roles.latest()
+	s := &stream{o: o, rank: slot, isErr: isErr, gen: gen, roles: roles, cur: cur, prefix: o.prefix(slot, ro), file: file}
 	for _, sp := range []*spool{&s.line, &s.all, &s.errs, &s.record} {
 		sp.budget = &o.memUsed
 	}
@@ -316,6 +339,10 @@ func (s *stream) add(b []byte) {
 
 // show sends part of a shown line where shown lines go.
 func (s *stream) show(b []byte) {
+	if !s.mid {
+		s.lineBegins()
+	}
+	s.mid = b[len(b)-1] != '\n'
 	s.wrote = true
 	switch {
 	case s.file != nil:
@@ -325,6 +352,53 @@ func (s *stream) show(b []byte) {
 	default:
 		s.all.Write(b)
 	}
+}
+
+// lineBegins labels the shown line that begins by the slot's newest
+// role, if that changed since the line before: with --live its prefix,
+// with --output-dir a line in the file that names the role, by default a
+// segment of the spool.
+func (s *stream) lineBegins() {
+	i, ro := s.roles.latest()
+	if i == s.cur {
+		return
+	}
+	s.cur = i
+	switch {
+	case s.file != nil:
+		fmt.Fprintf(s.file, "--- generation %d%s\n", ro.gen, s.o.fileLabel(s.rank, ro))
+	case s.o.live:
+		s.prefix = s.o.prefix(s.rank, ro)
+	default:
+		s.segs = append(s.segs, segment{s.all.Len(), i})
+	}
+}
+
+// fileLabel is what a --output-dir file's generation line says of the
+// role ro of slot: nothing for the seed's rank i of slot i, else
+// " · rank 2 · slot 8".
+func (o *outputs) fileLabel(slot int, ro role) string {
+	if plainLabel(o.slots, slot, ro) {
+		return ""
+	}
+	return " · " + label(o.slots, slot, ro)
+}
+
+// writeAll writes every shown line of s to w, each prefixed by the role
+// the slot served when it came: on standard error, which carries the
+// slot's reports in order with its lines, the role known then; on
+// standard output as slotRoles.shown says.
+func (s *stream) writeAll(w *bufio.Writer) {
+	role := s.roles.shown
+	if s.isErr {
+		role = s.roles.at
+	}
+	bounds := make([]prefixFrom, 0, len(s.segs)+1)
+	bounds = append(bounds, prefixFrom{0, s.o.prefix(s.rank, role(0))})
+	for _, g := range s.segs {
+		bounds = append(bounds, prefixFrom{g.off, s.o.prefix(s.rank, role(g.idx))})
+	}
+	writeSpool(w, bounds, &s.all)
 }
 
 // markLocked puts the line that says the slot entered generation gen
@@ -338,7 +412,10 @@ func (s *stream) markLocked(gen int) {
 	}
 	text := fmt.Sprintf("--- generation %d ---\n", gen)
 	if s.file != nil {
-		text = fmt.Sprintf("--- generation %d\n", gen)
+		// The line names the role, so no other line for it follows.
+		i, ro := s.roles.latest()
+		s.cur = i
+		text = fmt.Sprintf("--- generation %d%s\n", gen, s.o.fileLabel(s.rank, ro))
 	}
 	s.show([]byte(text))
 	if s.o.live && s.file == nil {
@@ -395,7 +472,8 @@ func (s *stream) endLine() {
 				s.markLocked(g)
 			}
 		case s.o.onGen != nil:
-			if g := s.o.onGen(s.rank, []byte(body)); g >= 0 {
+			if g, rank := s.o.onGen(s.rank, []byte(body)); g >= 0 {
+				s.roles.add(g, rank)
 				s.markLocked(g)
 			}
 		}
@@ -490,15 +568,6 @@ func (s *stream) release() {
 	s.record.reset()
 }
 
-// unit names a process in its prefix: "rank", or "slot" in a job with
-// spares.
-func (o *outputs) unit() string {
-	if o.slots {
-		return "slot"
-	}
-	return "rank"
-}
-
 // writeLine writes one whole line with its prefix to w, alone.
 func (o *outputs) writeLine(w io.Writer, prefix string, line *spool) {
 	o.mu.Lock()
@@ -520,17 +589,30 @@ func (o *outputs) writeLine(w io.Writer, prefix string, line *spool) {
 	bw.Flush()
 }
 
-// writeSpool writes every line of sp to w, each prefixed.
-func writeSpool(w *bufio.Writer, prefix string, sp *spool) {
+// prefixFrom is the prefix of the lines of a spool from offset off on.
+type prefixFrom struct {
+	off    int64
+	prefix string
+}
+
+// writeSpool writes every line of sp to w, each prefixed by the prefix of
+// the last of bounds (sorted, the first at 0) that begins at or before it.
+func writeSpool(w *bufio.Writer, bounds []prefixFrom, sp *spool) {
 	r := bufio.NewReaderSize(sp.reader(), 32<<10)
 	start := true
+	var off int64
+	k := 0
 	for {
 		b, err := r.ReadSlice('\n')
 		if len(b) > 0 {
 			if start {
-				w.WriteString(prefix)
+				for k+1 < len(bounds) && bounds[k+1].off <= off {
+					k++
+				}
+				w.WriteString(bounds[k].prefix)
 			}
 			w.Write(b)
+			off += int64(len(b))
 			start = b[len(b)-1] == '\n'
 		}
 		if err == bufio.ErrBufferFull {

@@ -28,7 +28,7 @@ func feed(s *stream, b []byte, n int) {
 func shown(s *stream) string {
 	var out bytes.Buffer
 	w := bufio.NewWriter(&out)
-	writeSpool(w, s.prefix, &s.all)
+	s.writeAll(w)
 	w.Flush()
 	return out.String()
 }
@@ -52,7 +52,7 @@ func TestStreamSplitsLines(t *testing.T) {
 	want := "[rank 2] one\n[rank 2] \x1enot a record\n[rank 2] \n[rank 2] three\n[rank 2] " + failed.Error() + "\n[rank 2] after\n[rank 2] last\n"
 	for _, n := range []int{1, 2, 3, 7, 16, 1 << 20} {
 		o := &outputs{}
-		s := newStream(o, 2, true, 0, nil)
+		s := newStream(o, 2, true, 0, nil, nil)
 		feed(s, in, n)
 		if got := shown(s); got != want {
 			t.Errorf("pieces of %d bytes: shown\n%q\nwant\n%q", n, got, want)
@@ -70,7 +70,7 @@ func TestStreamHidesEndedBy(t *testing.T) {
 		Cause: &codes.Cause{Kind: codes.CauseFailed, Rank: 1, Code: codes.JobEnded}}
 	in := append([]byte("mine\n"), endLines(t, fmt.Errorf("Traceback\n  p.star:1:1: in main\nError: %w", ended))...)
 	for _, verbose := range []bool{false, true} {
-		s := newStream(&outputs{verbose: verbose}, 0, true, 0, nil)
+		s := newStream(&outputs{verbose: verbose}, 0, true, 0, nil, nil)
 		feed(s, in, 5)
 		got := shown(s)
 		if !strings.HasPrefix(got, "[rank 0] mine\n") {
@@ -96,7 +96,7 @@ func TestStatusRecordOfAnySize(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := append(append([]byte(record.StatusPrefix), b...), '\n')
-	s := newStream(&outputs{}, 1, true, 0, nil)
+	s := newStream(&outputs{}, 1, true, 0, nil, nil)
 	feed(s, in, 32<<10)
 	if s.status == nil {
 		t.Fatalf("a status record of %d bytes was not found", len(in))
@@ -151,7 +151,7 @@ func TestSpoolSpills(t *testing.T) {
 func TestLiveWholeLines(t *testing.T) {
 	var out bytes.Buffer
 	o := &outputs{live: true, stdout: &out}
-	s := newStream(o, 3, false, 0, nil)
+	s := newStream(o, 3, false, 0, nil, nil)
 	s.Write([]byte("hel"))
 	if out.Len() != 0 {
 		t.Fatalf("a part of a line was shown: %q", out.String())
@@ -192,7 +192,7 @@ func TestSpoolBudget(t *testing.T) {
 	var streams []*stream
 	chunk := bytes.Repeat([]byte("0123456789abcde\n"), 1024) // 16 KiB
 	for r := 0; r < 300; r++ {
-		s := newStream(o, r, false, 0, nil)
+		s := newStream(o, r, false, 0, nil, nil)
 		for i := 0; i < 4; i++ {
 			s.Write(chunk)
 		}

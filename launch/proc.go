@@ -96,16 +96,24 @@ func (p *rankProc) kill() {
 // slot order, so that tracks are numbered alike in every run.
 func (l *launcher) newProc(r int, host string, remote bool, inc uint32) *rankProc {
 	p := &rankProc{rank: r, host: host, remote: remote, ended: make(chan struct{})}
+	first := role{int(inc), r}
+	if r >= l.o.N {
+		first.rank = -1 // a spare
+	}
+	roles := newSlotRoles(first.gen, first.rank)
 	var fo, fe *os.File
 	if l.files != nil {
 		fo, fe = l.files[r][0], l.files[r][1]
-		fmt.Fprintf(fo, "--- generation %d\n", inc)
-		fmt.Fprintf(fe, "--- generation %d\n", inc)
+		fmt.Fprintf(fo, "--- generation %d%s\n", inc, l.out.fileLabel(r, first))
+		fmt.Fprintf(fe, "--- generation %d%s\n", inc, l.out.fileLabel(r, first))
 	}
-	p.stdout = newStream(l.out, r, false, inc, fo)
-	p.stderr = newStream(l.out, r, true, inc, fe)
+	p.stdout = newStream(l.out, r, false, inc, fo, roles)
+	p.stderr = newStream(l.out, r, true, inc, fe, roles)
 	if l.out.trace != nil {
-		p.trace = l.out.trace.proc(inc, r, procName(l.out.unit(), r, host, inc), remote)
+		p.trace = l.out.trace.proc(inc, r, trackName(l.out.slots, r, roles.all(), host, inc), remote)
+		spares := l.out.slots
+		// Named when the file is written, by every role the slot served.
+		p.trace.title = func() string { return trackName(spares, r, roles.all(), host, inc) }
 		p.stderr.tp = p.trace
 	}
 	return p

@@ -1326,9 +1326,10 @@ func (l *launcher) stopAll(procs []*rankProc) {
 // shown as it came, or written to --output-dir): for each rank its
 // standard output lines on the launcher's standard output, then its
 // standard error lines on the launcher's standard error, each prefixed
-// "[rank i] ". The output of an abandoned generation (the job starts
-// again) is marked on each stream it is shown on, and so is the start of
-// the output of the generation after it (restarted).
+// "[rank i] " (or "[rank 2 · slot 8] ", roles.go). The output of an
+// abandoned generation (the job starts again) is marked on each stream it
+// is shown on, and so is the start of the output of the generation after
+// it (restarted).
 func (l *launcher) showOutput(procs []*rankProc, gen uint32, abandoned, restarted bool) {
 	defer func() {
 		for _, p := range procs {
@@ -1387,10 +1388,11 @@ func (l *launcher) showOutput(procs []*rankProc, gen uint32, abandoned, restarte
 				fmt.Fprintf(w, "--- generation %d ---\n", gen)
 			}
 			head[i] = true
-			writeSpool(w, s.prefix, &s.all)
+			s.writeAll(w)
 			w.Flush()
 			if s.all.err != nil {
-				l.out.lostErrs = append(l.out.lostErrs, fmt.Sprintf("rank %d: output lost: %v", p.rank, s.all.err))
+				_, ro := s.roles.latest()
+				l.out.lostErrs = append(l.out.lostErrs, fmt.Sprintf("%s: output lost: %v", label(l.out.slots, p.rank, ro), s.all.err))
 			}
 		}
 	}

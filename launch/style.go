@@ -11,17 +11,17 @@ var rankColors = []string{"6", "3", "5", "2", "4", "1", "14", "11", "13", "10", 
 
 // Prefix returns the "[rank i] " prefix of rank output, styled with a
 // colour per rank when color is true.
-func Prefix(rank int, color bool) string { return prefixOf("rank", rank, color) }
+func Prefix(rank int, color bool) string { return prefixOf(fmt.Sprintf("rank %d", rank), rank, color) }
 
-// prefixOf is the prefix of a process's lines: "[rank i] ", or in a job
-// with spares "[slot i] " — a slot's process may be another rank in a
-// later generation (SPEC §10.1).
-func prefixOf(unit string, rank int, color bool) string {
-	p := fmt.Sprintf("[%s %d]", unit, rank)
+// prefixOf is the prefix "[name] " of a process's lines (roles.go names
+// it: "rank i", "rank 2 · slot 8", "spare · slot 9"), styled with the
+// colour of number hue.
+func prefixOf(name string, hue int, color bool) string {
+	p := "[" + name + "]"
 	if !color {
 		return p + " "
 	}
-	st := lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color(rankColors[rank%len(rankColors)]))
+	st := lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color(rankColors[hue%len(rankColors)]))
 	return st.Render(p) + " "
 }
 

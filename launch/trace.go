@@ -53,6 +53,7 @@ type traceLog struct {
 type traceProc struct {
 	pid     int
 	name    string
+	title   func() string // when not nil, the name, asked when the file is written
 	remote  bool
 	clock   chan int64 // clock records, as they come
 	started time.Time  // when the launcher started it
@@ -266,7 +267,11 @@ func (t *traceLog) write() error {
 	meta(0, 0, "process_sort_index", map[string]any{"sort_index": 0})
 	offsets := make([]int64, len(t.procs)+1)
 	for _, p := range t.procs {
-		meta(p.pid, 0, "process_name", map[string]any{"name": p.name})
+		name := p.name
+		if p.title != nil {
+			name = p.title()
+		}
+		meta(p.pid, 0, "process_name", map[string]any{"name": name})
 		meta(p.pid, 0, "process_sort_index", map[string]any{"sort_index": p.pid})
 		meta(p.pid, 0, "thread_name", map[string]any{"name": "process"})
 		meta(p.pid, record.TraceCalls, "thread_name", map[string]any{"name": "calls"})
@@ -344,13 +349,4 @@ func usNumber(ns int64) json.Number {
 		s = "-" + s
 	}
 	return json.Number(s)
-}
-
-// procName is the name of a process's track.
-func procName(unit string, slot int, host string, inc uint32) string {
-	name := fmt.Sprintf("%s %d (%s)", unit, slot, host)
-	if inc > 0 {
-		name += fmt.Sprintf(" incarnation %d", inc)
-	}
-	return name
 }

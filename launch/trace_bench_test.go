@@ -16,7 +16,7 @@ func BenchmarkTraceRecords(b *testing.B) {
 		b.Fatal(err)
 	}
 	o.trace = tl
-	s := newStream(o, 0, true, 0, nil)
+	s := newStream(o, 0, true, 0, nil, nil)
 	s.tp = tl.proc(0, 0, "rank 0", false)
 	rec := []byte("\x1esperli-trace {\"ph\":\"X\",\"name\":\"send\",\"ts\":1764750000123456789,\"dur\":1000,\"tid\":1,\"args\":{\"to\":1,\"tag\":7,\"bytes\":64}}\n")
 	batch := bytes.Repeat(rec, 30)

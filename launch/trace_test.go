@@ -41,7 +41,7 @@ func TestTraceClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	skew := 3 * time.Hour
-	p := tl.proc(0, 1, procName("rank", 1, "node1", 0), true)
+	p := tl.proc(0, 1, trackName(false, 1, []role{{0, 1}}, "node1", 0), true)
 	w := fakeRank(t, tl, p, skew)
 	before := time.Now()
 	p.probe(w, make(chan struct{}))

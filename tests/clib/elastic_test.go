@@ -39,7 +39,7 @@ func runIn(t *testing.T, schedule string, args ...string) (result, string) {
 	return testbin.Start(t, cmd).Wait(t, jobTimeout), work
 }
 
-var rollRE = regexp.MustCompile(`(?m)^(?:\[(?:rank|slot) \d+\] )?(steps=\d+ total=\d+)$`)
+var rollRE = regexp.MustCompile(`(?m)^(?:\[rank \d+(?: · slot \d+)?\] )?(steps=\d+ total=\d+)$`)
 
 // rollResult is the one result line of celastic roll (or roll.star).
 func rollResult(t *testing.T, out string) string {
@@ -70,7 +70,7 @@ func TestCRecoverInPlace(t *testing.T) {
 		t.Fatalf("run without failures: %v", clean)
 	}
 	want := rollResult(t, clean.Stdout)
-	if strings.Contains(clean.Stdout, "[slot 3]") || strings.Contains(clean.Stderr, "[slot 3]") {
+	if strings.Contains(clean.Stdout, " · slot 3]") || strings.Contains(clean.Stderr, " · slot 3]") {
 		t.Fatalf("the spare printed something in a job that did not need it:\n%v", clean)
 	}
 	if gens := record(t, filepath.Join(work, "rec.jsonl")); len(gens) != 1 || !slices.Equal(gens[0].Spares, []int{3}) {
@@ -105,7 +105,7 @@ func TestCRecoverInPlace(t *testing.T) {
 				if slot == 3 {
 					k = 0
 				}
-				line := fmt.Sprintf("[slot %d] rank %d slot %d generation 1 recovered %d", slot, rank, slot, k)
+				line := fmt.Sprintf("[rank %d · slot %d] rank %d slot %d generation 1 recovered %d", rank, slot, rank, slot, k)
 				if !strings.Contains(r.Stdout, line+"\n") {
 					t.Errorf("stdout has no line %q:\n%s", line, r.Stdout)
 				}
@@ -163,11 +163,11 @@ func TestCManageLosses(t *testing.T) {
 	}{
 		{"no loss", "", []string{"-n", "3", prog, "ulfm", "10"}, []string{"[rank 0] size=3 rounds=10 total=30 generation=0"}},
 		{"shrink, a worker lost", "0:2@collective-3", []string{"-n", "3", prog, "ulfm", "10"}, []string{"[rank 0] size=2 rounds=10 total=22 generation=1"}},
-		{"shrink, rank 0 lost", "0:0@collective-3", []string{"-n", "3", prog, "ulfm", "10"}, []string{"[rank 1] size=2 rounds=10 total=22 generation=1"}},
+		{"shrink, rank 0 lost", "0:0@collective-3", []string{"-n", "3", prog, "ulfm", "10"}, []string{"[rank 0 · slot 1] size=2 rounds=10 total=22 generation=1"}},
 		{"grow", "0:1@collective-3", []string{"-n", "3", "--spares", "1", prog, "grow", "10"}, []string{
-			"[slot 0] rank 0 size 3 generation 1 joined 0 rounds 10",
-			"[slot 2] rank 2 size 3 generation 1 joined 0 rounds 10",
-			"[slot 3] rank 1 size 3 generation 1 joined 1 rounds 10"}},
+			"[rank 0 · slot 0] rank 0 size 3 generation 1 joined 0 rounds 10",
+			"[rank 2 · slot 2] rank 2 size 3 generation 1 joined 0 rounds 10",
+			"[rank 1 · slot 3] rank 1 size 3 generation 1 joined 1 rounds 10"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := runIn(t, tc.schedule, append([]string{"--silence", "1000", "--record", "rec.jsonl"}, tc.args...)...)

@@ -85,7 +85,7 @@ func start(t *testing.T, schedule string, args ...string) (*testbin.Process, str
 	return testbin.Start(t, cmd), work
 }
 
-var checksumRE = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] (cells=\d+ steps=\d+ checksum=\d+)$`)
+var checksumRE = regexp.MustCompile(`(?m)^\[rank \d+(?: · slot \d+)?\] (cells=\d+ steps=\d+ checksum=\d+)$`)
 
 func result(t *testing.T, r testbin.Result) string {
 	t.Helper()
@@ -290,22 +290,23 @@ func TestHandStartedRecovers(t *testing.T) {
 }
 
 // TestProgramSeesLayout: comm.generation, comm.slot and comm.layout()
-// after slot 1 was replaced by spare slot 3; lines are prefixed by slot.
+// after slot 1 was replaced by spare slot 3; lines are prefixed by the
+// rank and the slot.
 func TestProgramSeesLayout(t *testing.T) {
 	prog := filepath.Join(root, "tests", "elastic", "testdata", "layout.star")
 	r, _ := run(t, "0:1", "-n", "3", "--spares", "1", "--silence", "1000", "--checkpoint-dir", "ckpt", prog)
 	if r.Code != 0 {
 		t.Fatalf("exit %d\n%v", r.Code, r)
 	}
-	want := "[slot 0] rank 0 slot 0 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n" +
-		"[slot 2] rank 2 slot 2 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n" +
-		"[slot 3] rank 1 slot 3 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n"
+	want := "[rank 0 · slot 0] rank 0 slot 0 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n" +
+		"[rank 2 · slot 2] rank 2 slot 2 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n" +
+		"[rank 1 · slot 3] rank 1 slot 3 generation 1 ranks [0, 3, 2] spares [] lost [1] size 3\n"
 	if r.Stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", r.Stdout, want)
 	}
 }
 
-var farmRE = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] (items=\d+ published=\d+ twice=\d+ sum=\d+) size=(\d+) generation=(\d+)$`)
+var farmRE = regexp.MustCompile(`(?m)^\[rank \d+(?: · slot \d+)?\] (items=\d+ published=\d+ twice=\d+ sum=\d+) size=(\d+) generation=(\d+)$`)
 
 // TestTaskFarm: the Starlark master/worker farm of scripts/examples, which
 // manages its losses itself (set_on_loss("return"), revoke, shrink):
@@ -376,9 +377,9 @@ func TestGrow(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("exit %d\n%v", r.Code, r)
 	}
-	want := "[slot 0] rank 0 size 3 generation 1 joined 0 step 20\n" +
-		"[slot 2] rank 2 size 3 generation 1 joined 0 step 20\n" +
-		"[slot 3] rank 1 size 3 generation 1 joined 1 step 20\n"
+	want := "[rank 0 · slot 0] rank 0 size 3 generation 1 joined 0 step 20\n" +
+		"[rank 2 · slot 2] rank 2 size 3 generation 1 joined 0 step 20\n" +
+		"[rank 1 · slot 3] rank 1 size 3 generation 1 joined 1 step 20\n"
 	if r.Stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", r.Stdout, want)
 	}
@@ -443,7 +444,7 @@ func TestLossBeforeEveryRankSetMode(t *testing.T) {
 		}
 		// Survivors joined in generation 0 after a grow, in 1 after an
 		// in-place recovery (main() ran again); the spare in 1 either way.
-		for _, w := range []string{`\[slot 0\] rank 0 size 3 generation 1 joined [01] step 20`, `\[slot 2\] rank 2 size 3 generation 1 joined [01] step 20`, `\[slot 3\] rank 1 size 3 generation 1 joined 1 step 20`} {
+		for _, w := range []string{`\[rank 0 · slot 0\] rank 0 size 3 generation 1 joined [01] step 20`, `\[rank 2 · slot 2\] rank 2 size 3 generation 1 joined [01] step 20`, `\[rank 1 · slot 3\] rank 1 size 3 generation 1 joined 1 step 20`} {
 			if !regexp.MustCompile(`(?m)^` + w + `$`).MatchString(r.Stdout) {
 				t.Fatalf("run %d: stdout lacks %q\n%v", i, w, r)
 			}
@@ -524,7 +525,7 @@ comm.barrier()
 	if strings.Contains(r.Stdout, "--- generation") || strings.Contains(r.Stderr, "--- generation") {
 		t.Errorf("a forged line made a generation mark:\n%v", r)
 	}
-	for _, want := range []string{"[slot 0] \x1esperli-mark 3\n[slot 0] after the mark\n", "[slot 1] \x1esperli-mark 3\n"} {
+	for _, want := range []string{"[rank 0 · slot 0] \x1esperli-mark 3\n[rank 0 · slot 0] after the mark\n", "[rank 1 · slot 1] \x1esperli-mark 3\n"} {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("stdout lacks the program's own line %q:\n%q", want, r.Stdout)
 		}

@@ -225,7 +225,7 @@ func slicesContains(s []int, x int) bool {
 	return false
 }
 
-var resultRE = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] result (\d+)$`)
+var resultRE = regexp.MustCompile(`(?m)^\[rank \d+(?: · slot \d+)?\] result (\d+)$`)
 
 // lastResult is the result line of the generation that went on (an
 // abandoned generation's lines come first, under their mark).

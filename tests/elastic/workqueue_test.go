@@ -14,9 +14,9 @@ import (
 func wqF(x int) int { return (x*x*31 + 7) % 100003 }
 
 var (
-	wqItemRE  = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] item (\d+) (\d+)$`)
+	wqItemRE  = regexp.MustCompile(`(?m)^\[rank \d+(?: · slot \d+)?\] item (\d+) (\d+)$`)
 	lossSaid  = regexp.MustCompile(`generation \d+: rank \d+ \(slot \d+ on [^)]*\) lost`)
-	wqStatsRE = regexp.MustCompile(`(?m)^\[(?:rank|slot) \d+\] stats items=(\d+) published=(\d+) executed=(\d+) duplicates=(\d+) generations=(\d+) ranks=(\d+)$`)
+	wqStatsRE = regexp.MustCompile(`(?m)^\[rank \d+(?: · slot \d+)?\] stats items=(\d+) published=(\d+) executed=(\d+) duplicates=(\d+) generations=(\d+) ranks=(\d+)$`)
 )
 
 // wqOracle checks a run of testdata/wq.star of n items from its output

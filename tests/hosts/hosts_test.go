@@ -379,7 +379,7 @@ var backRE = regexp.MustCompile(`^incarnation \d+: every rank back in its progra
 // takes its place in place: one generation line, the result of a run
 // without failure, and one ssh session per host — nobody relaunched.
 func TestInPlaceAcrossHosts(t *testing.T) {
-	want := strings.Replace(stencilLine(t), "[rank 0]", "[slot 0]", 1)
+	want := strings.Replace(stencilLine(t), "[rank 0]", "[rank 0 · slot 0]", 1)
 	c := newCluster(t, options{})
 	j := c.newJob(t, c.host(1), c.host(2), c.host(3), c.host(4))
 	j.env = withEnv(j.env, "SPERLI_TEST_FAILURE_SCHEDULE=0:1")

@@ -126,7 +126,7 @@ func TestSlotWords(t *testing.T) {
 		`rank 2 restarts where it was, on 127\.0\.0\.1: no unused host line is left`,
 		`restart 1 of 3: incarnation 2`,
 		`incarnation 2: every rank back in its program \d+ ms after the loss`)
-	want := regexp.MustCompile(`^--- generation 1 \(abandoned\) ---\n\[slot 0\] generation 0 at step 0\n\[slot 0\] --- generation 1 ---\n\[slot 0\] generation 1 at step 1\n--- generation 2 ---\n\[slot 0\] generation 2 at step 4\n$`)
+	want := regexp.MustCompile(`^--- generation 1 \(abandoned\) ---\n\[rank 0 · slot 0\] generation 0 at step 0\n\[rank 0 · slot 0\] --- generation 1 ---\n\[rank 0 · slot 0\] generation 1 at step 1\n--- generation 2 ---\n\[rank 0 · slot 0\] generation 2 at step 4\n$`)
 	if !want.MatchString(r.Stdout) {
 		t.Errorf("stdout:\n%s\nwant it to match %v", r.Stdout, want)
 	}

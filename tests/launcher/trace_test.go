@@ -273,7 +273,7 @@ func TestTraceRecovery(t *testing.T) {
 		t.Fatalf("exit status %d\n%v", r.Code, r)
 	}
 	byPid, names := readTrace(t, filepath.Join(dir, "loss.json"))
-	lost, spare := pidOf(t, names, "slot 1 "), pidOf(t, names, "slot 3 ")
+	lost, spare := pidOf(t, names, "rank 1 · slot 1 ("), pidOf(t, names, "spare · slot 3, rank 1 from generation 1 (")
 	has := func(pid, tid int, ph, prefix string) *traceEv {
 		for _, e := range byPid[pid] {
 			if *e.Tid == tid && e.Ph == ph && strings.HasPrefix(e.Name, prefix) {
@@ -289,7 +289,7 @@ func TestTraceRecovery(t *testing.T) {
 	if gen == nil || gen.S != "g" {
 		t.Fatalf("no launcher line of generation 1 across the timeline: %v", byPid[0])
 	}
-	for _, slot := range []string{"slot 0 ", "slot 2 ", "slot 3 "} {
+	for _, slot := range []string{"rank 0 · slot 0 ", "rank 2 · slot 2 ", "spare · slot 3,"} {
 		pid := pidOf(t, names, slot)
 		if has(pid, 2, "X", "recovery to generation 1") == nil && has(pid, 2, "i", "generation 1") == nil {
 			t.Errorf("%s: no recovery on its recovery thread", slot)

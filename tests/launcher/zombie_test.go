@@ -38,7 +38,7 @@ func TestZombieReplaced(t *testing.T) {
 	defer cancel()
 	var stopped procInfo
 	ok := poll(ctx, func() bool {
-		if s := out.String(); !strings.Contains(s, "[slot 0] ready 0\n") || !strings.Contains(s, "[slot 1] ready 1\n") {
+		if s := out.String(); !strings.Contains(s, "[rank 0 · slot 0] ready 0\n") || !strings.Contains(s, "[rank 1 · slot 1] ready 1\n") {
 			return false
 		}
 		for _, k := range children(cmd.Process.Pid) {
@@ -62,7 +62,7 @@ func TestZombieReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := p.Wait(t, timeout)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "[slot 0] done in generation 1\n") {
+	if r.Code != 0 || !strings.Contains(r.Stdout, "[rank 0 · slot 0] done in generation 1\n") {
 		t.Errorf("exit status %d, output %q; want 0 and generation 1's line", r.Code, r.Stdout)
 	}
 	r.Stderr = r.Stdout // one stream: the launcher's lines are among the ranks'
