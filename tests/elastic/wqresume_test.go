@@ -120,8 +120,13 @@ func TestWorkQueueResumeAfterLauncherKilled(t *testing.T) {
 			if !held {
 				t.Fatalf("the ranks did not all hold at %s in time", point)
 			}
-			logs, _ := filepath.Glob(filepath.Join(work, "ckpt", "*", "queues", "*.wq"))
-			if len(logs) != 1 {
+			// The master's writer writes the log's first chunk on a
+			// goroutine of its own as the queue starts.
+			var logs []string
+			if !testbin.Poll(ctx, 20*time.Millisecond, func() bool {
+				logs, _ = filepath.Glob(filepath.Join(work, "ckpt", "*", "queues", "*.wq"))
+				return len(logs) == 1
+			}) {
 				t.Fatalf("%d queue logs under the checkpoint directory, want 1", len(logs))
 			}
 			if point == "mid" {
