@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	goruntime "runtime"
 	"strconv"
 	"strings"
@@ -49,6 +50,7 @@ type joinState struct {
 
 	mu      sync.Mutex
 	refusal map[int]error // the last refusal seen for each rank (-1: unknown rank)
+	failed  map[int]error // the last failed dial of each rank during the join (timeout says it)
 	logged  logLimit
 }
 
@@ -167,6 +169,7 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 		gate:     mesh.NewGate(goruntime.GOMAXPROCS(0)),
 		fatalCh:  make(chan error, 1),
 		refusal:  make(map[int]error),
+		failed:   make(map[int]error),
 		logged:   make(logLimit),
 	}
 	c.links.hs = s
@@ -246,7 +249,11 @@ func (s *joinState) timeout(ps []*peer) error {
 		if err := s.refusal[-1]; err != nil && r < s.j.Rank {
 			return err
 		}
-		return &codes.Error{Code: codes.Unreachable, Op: "join", Rank: r, Msg: fmt.Sprintf("rank %d at %s not reachable within the join window (%v)", r, s.addrOf(r), s.j.JoinWindow())}
+		msg := fmt.Sprintf("rank %d at %s not reachable within the join window (%v)", r, s.addrOf(r), s.j.JoinWindow())
+		if err := s.failed[r]; err != nil {
+			msg += ": " + err.Error()
+		}
+		return &codes.Error{Code: codes.Unreachable, Op: "join", Rank: r, Msg: msg}
 	}
 	return codes.New(codes.Unreachable, "join window ended")
 }
@@ -353,10 +360,12 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 		if ctx.Err() != nil {
 			return joined{}, err // the slot is closing: no refusal
 		}
-		if hungUp(err) {
-			// The dialer closed its connection before the handshake's
-			// end: its dial was ended (the link made by this slot's own
-			// dial, its slot closing). Nothing was refused here.
+		if mesh.Broken(err) {
+			// The dialer's connection broke, or it said nothing more
+			// until the deadline, before the handshake's end: its dial
+			// was ended (the link made by this slot's own dial, its slot
+			// closing), its process died, or it is no Sperli rank at all.
+			// Nothing was refused here.
 			return joined{}, err
 		}
 		e := codes.Wrap(codes.CertRefused, err, "peer certificate refused in the TLS handshake: %v", err)
@@ -546,7 +555,37 @@ type refusedError struct{ err *codes.Error }
 func (e *refusedError) Error() string { return e.err.Error() }
 func (e *refusedError) Unwrap() error { return e.err }
 
+// brokenError is a dial whose connection broke, or ran out of time, before
+// its TLS handshake's end: the listener is gone or not reachable, and it
+// refused nothing (a rank killed while the handshake was under way resets
+// it). It is tried again as a dial that found nobody listening, and has no
+// code of its own: the verdict is its dialer's when it gives up — H1610 at
+// the end of the join window (timeout), a loss (H1611) after the join when
+// no link could be made (links.dialer) — and this text says why.
+type brokenError struct{ err error }
+
+func (e *brokenError) Error() string {
+	if errors.Is(e.err, os.ErrDeadlineExceeded) {
+		return "its handshake did not end before its deadline: " + e.err.Error()
+	}
+	return "its connection broke during the handshake: " + e.err.Error()
+}
+
+func (e *brokenError) Unwrap() error { return e.err }
+
+// dialOnce makes one try at the link to rank r at addr. A failure that is
+// final ends the join or the link at once (the peer refused this rank);
+// any other is tried again by the caller. During the join, the last
+// failure of each rank is kept for the message of a window that ends
+// without it (timeout).
 func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined, err error, final bool) {
+	defer func() {
+		if err != nil && !final && ctx.Err() == nil && !errors.Is(err, errDup) && !s.c.links.joined.Load() {
+			s.mu.Lock()
+			s.failed[r] = err
+			s.mu.Unlock()
+		}
+	}()
 	var tcp net.Conn
 	if s.j.Net != nil {
 		tcp, err = s.j.Net.DialContext(ctx, addr)
@@ -596,6 +635,12 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 		}
 		if ctx.Err() != nil {
 			return joined{}, err, false
+		}
+		if mesh.Broken(err) {
+			// The listener went away mid-handshake: gone or not
+			// reachable, refusing nothing (an alert or a certificate
+			// that fails its checks is never Broken).
+			return joined{}, &brokenError{err}, false
 		}
 		e := codes.Wrap(codes.CertRefused, err, "certificate of rank %d at %s refused: %v", r, addr, err)
 		e.Rank = r

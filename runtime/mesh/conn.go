@@ -3,9 +3,12 @@ package mesh
 import (
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -98,6 +101,36 @@ func RemoteAlert(err error) error {
 		return op
 	}
 	return nil
+}
+
+// Broken reports whether a handshake failed because its connection broke
+// or ran out of time before the handshake's end — reset, cut short, shut,
+// refused or unreachable mid-way, or past its deadline — rather than on
+// anything either side said: the peer is gone or not reachable, and no
+// certificate was refused. A TLS alert (the peer's or this side's), a
+// certificate that does not verify (another CA, a wrong name) and a peer
+// that speaks no TLS are never broken, whatever came after them; neither
+// is a connection closed by this side (net.ErrClosed), which its caller
+// judges.
+func Broken(err error) bool {
+	var alert tls.AlertError
+	var verify *tls.CertificateVerificationError
+	var record tls.RecordHeaderError
+	var op *net.OpError
+	switch {
+	case errors.As(err, &alert), errors.As(err, &verify), errors.As(err, &record):
+		return false
+	case errors.As(err, &op) && (op.Op == "remote error" || op.Op == "local error"):
+		return false // an alert of the TLS stack's own type
+	}
+	for _, e := range []error{io.EOF, io.ErrUnexpectedEOF, os.ErrDeadlineExceeded,
+		syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE, syscall.ECONNREFUSED,
+		syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // WriteRaw writes b, raw bytes of frames, on the connection, bypassing
