@@ -271,8 +271,16 @@ func (l *links) drop(slot int, why string) {
 	if p == nil {
 		return
 	}
-	if !p.Attached() || p.Gone() {
+	switch {
+	case !p.Attached():
 		p.Close()
+		return
+	case p.Gone():
+		// Its end is under way — a CloseTelling of this slot's (a drop
+		// before this one) whose last frame its writer has yet to send,
+		// a bye, a break: closing it now could cut that frame off, and
+		// the peer would take the cut for a loss of this slot.
+		go p.CloseGracefully(time.Second)
 		return
 	}
 	p.CloseTelling(wire.Lost, lostNews(slot, why), time.Second)
