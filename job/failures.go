@@ -36,6 +36,9 @@ import (
 //	                another program (Job.Die set) dies there instead
 //	work-done-K     as it gives a work queue its K-th result, before the
 //	                master has it (SPEC §19)
+//	join-K          in its join, once K of the links the join waits for
+//	                (its tree and ring neighbours, in the order it waits
+//	                for them) are up: a loss while the others still join
 type Failure struct {
 	Inc   uint32
 	Rank  int
@@ -46,7 +49,7 @@ type Failure struct {
 // MaxFailures is the most entries a schedule may have.
 const MaxFailures = 64
 
-var failurePoints = map[string]bool{"before-ckpt": true, "mid-ckpt": true, "after-ckpt": true, "collective": true, "agree": true, "mute-agree": true, "stop-collective": true, "work-done": true}
+var failurePoints = map[string]bool{"before-ckpt": true, "mid-ckpt": true, "after-ckpt": true, "collective": true, "agree": true, "mute-agree": true, "stop-collective": true, "work-done": true, "join": true}
 
 // ParseFailures parses a failure schedule strictly: unique (incarnation,
 // rank) pairs of non-negative numbers, known points, at most 64 entries.
@@ -84,7 +87,7 @@ func ParseFailures(s string) ([]Failure, error) {
 			}
 			k, err := strconv.Atoi(kS)
 			if !ok || !failurePoints[name] || err != nil || k < 1 || kS[0] == '+' {
-				return nil, bad("point is not one of before-ckpt-K, mid-ckpt-K, after-ckpt-K, collective-K, agree-K, mute-agree-K, stop-collective-K, work-done-K with K ≥ 1")
+				return nil, bad("point is not one of before-ckpt-K, mid-ckpt-K, after-ckpt-K, collective-K, agree-K, mute-agree-K, stop-collective-K, work-done-K, join-K with K ≥ 1")
 			}
 			f.Point, f.K = name, k
 		}

@@ -28,7 +28,7 @@ func TestParseFailures(t *testing.T) {
 		"x:1":                         `entry 1 "x:1": incarnation is not a number`,
 		"0:1@stop-collective-+1":      `entry 1 "0:1@stop-collective-+1": point`,
 		"0:-1@collective-1":           `entry 1 "0:-1@collective-1": rank is not a number`,
-		"0:1@after-ckpt-1,1:2@dies-1": `entry 2 "1:2@dies-1": point is not one of before-ckpt-K, mid-ckpt-K, after-ckpt-K, collective-K, agree-K, mute-agree-K, stop-collective-K, work-done-K with K ≥ 1`,
+		"0:1@after-ckpt-1,1:2@dies-1": `entry 2 "1:2@dies-1": point is not one of before-ckpt-K, mid-ckpt-K, after-ckpt-K, collective-K, agree-K, mute-agree-K, stop-collective-K, work-done-K, join-K with K ≥ 1`,
 	} {
 		_, err := ParseFailures(s)
 		if err == nil || !strings.Contains(err.Error(), wantErr) {

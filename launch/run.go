@@ -1084,6 +1084,7 @@ func (l *launcher) startStatus(procs []*rankProc) (stop func()) {
 // from in place arms the recovery deadline.
 func (l *launcher) onEnd(p *rankProc, procs []*rankProc, silence time.Duration, backstop, recovery *<-chan time.Time, recoveryGen *int) {
 	l.ended(p)
+	l.tellCrashed(p, procs)
 	if !p.state.Success() && !p.killed {
 		l.gens.badEnd()
 	}

@@ -896,6 +896,21 @@ func (c *Comm) Finish() error {
 	return openErr
 }
 
+// closePeers closes every link after what it has queued (an abort the
+// end told, say), waiting at most a second for each, all at once.
+func (l *links) closePeers() {
+	var wg sync.WaitGroup
+	for _, p := range l.peerList() {
+		wg.Add(1)
+		go func(p *peer) {
+			defer wg.Done()
+			p.CloseGracefully(time.Second)
+			p.Wait()
+		}(p)
+	}
+	wg.Wait()
+}
+
 // Close releases the communicator's connections and goroutines without a
 // bye; after Finish, Abort or Fail it only waits for them. Safe twice.
 func (c *Comm) Close() {
@@ -906,16 +921,7 @@ func (c *Comm) Close() {
 		c.closingNow.Store(true)
 		c.end(&codes.Error{Code: codes.Finished, Op: "close", Rank: -1, Msg: "the communicator is closed"}, nil)
 		c.links.stopLinks()
-		var wg sync.WaitGroup
-		for _, p := range c.links.peerList() {
-			wg.Add(1)
-			go func(p *peer) {
-				defer wg.Done()
-				p.CloseGracefully(time.Second)
-				p.Wait()
-			}(p)
-		}
-		wg.Wait()
+		c.links.closePeers()
 		close(c.stopMon)
 		close(c.stopRec)
 		<-c.monDone

@@ -66,8 +66,9 @@
 // receivers, the only code that touches the socket); one monitor per
 // process's slot (heartbeats and the silence limit of every peer); one
 // recovery goroutine (losses, the agreement on the next generation); for
-// launched ranks one watcher of the launcher's control channel, and the
-// shell's reader of standard input. Close (through Finish, Abort, Fail or
+// launched ranks one watcher of the launcher's control channel, one taker
+// of the crashes the launcher tells (takeCrashes, for the slot's life),
+// and the shell's reader of standard input. Close (through Finish, Abort, Fail or
 // Exit) stops and waits for the readers, writers, monitor and recovery
 // goroutine, and ends the watcher; the shell's reader lives as long as
 // standard input (close_test.go counts goroutines after a job and after

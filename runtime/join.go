@@ -22,7 +22,6 @@ import (
 	"sperli/job"
 	"sperli/pki"
 	"sperli/runtime/mesh"
-	"sperli/runtime/topo"
 	"sperli/wire"
 )
 
@@ -178,6 +177,9 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 		return nil, err
 	}
 	c.links.ln = ln
+	if pr.crashed != nil {
+		go c.links.takeCrashes(pr.crashed)
+	}
 	if j.Slots() == 1 {
 		c.start()
 		c.links.joined.Store(true)
@@ -189,7 +191,8 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 
 	jctx, cancel := context.WithDeadline(ctx, s.deadline)
 	defer cancel()
-	if err := c.links.joinLinks(jctx, topo.Neighbours(j.Slots(), j.Rank, nil), pr.ctlGone); err != nil {
+	if err := c.links.joinLinks(jctx, pr.ctlGone, func(k int) { c.failurePoint("join", k) }); err != nil {
+		cancel() // the join's dials end with it: closeJoin waits for them
 		c.closeJoin()
 		return nil, err
 	}
@@ -207,10 +210,10 @@ func (c *Comm) closeJoin() {
 	c.closingNow.Store(true)
 	c.end(codes.New(codes.Finished, "the join failed"), nil)
 	c.links.stopLinks()
-	for _, p := range c.links.peerList() {
-		p.Close()
-		p.Wait()
-	}
+	// The links the join made are closed after what the end told on
+	// them (a loss or an abort learned while joining, which ended the
+	// join): the peers learn why this slot leaves, not a loss of it.
+	c.links.closePeers()
 	close(c.stopMon)
 	<-c.monDone
 	close(c.stopRec)

@@ -45,9 +45,9 @@ type links struct {
 	// across generations (workq.go), under wqMu.
 	wqMu   sync.Mutex
 	queues map[string]*wqLog
-	// lossWake is closed (and forgotten) at each loss a program that
-	// manages its losses is told of (lostReturn): a work queue's master
-	// waits on it. Under lossMu.
+	// lossWake is closed (and forgotten) at each loss this slot learns
+	// of: a join waits on it (to heal around the lost slot), and a work
+	// queue's master of a program that manages its losses. Under lossMu.
 	lossMu   sync.Mutex
 	lossWake chan struct{}
 	// shared is what every connection reads from the slot: its number, the
@@ -100,7 +100,7 @@ type links struct {
 	closeMu sync.Once
 }
 
-// losses is closed at the next loss lostReturn is told of.
+// losses is closed at the next loss this slot learns of.
 func (l *links) losses() <-chan struct{} {
 	l.lossMu.Lock()
 	defer l.lossMu.Unlock()
@@ -375,6 +375,7 @@ func (l *links) lostFrom(slot int, why string, from int) {
 	if slot == l.self || l.outcast.Load() || !l.learnFrom(slot, why, from) {
 		return
 	}
+	defer l.wakeLosses() // a join that waits for the slot heals around it
 	if l.elastic() {
 		l.tellLost(slot, why, -1)
 		l.heal()

@@ -17,6 +17,7 @@ import (
 
 	"sperli/codes"
 	"sperli/runtime/mesh"
+	"sperli/runtime/topo"
 )
 
 // Links on demand (SPEC §18). A slot's links are made when first needed:
@@ -282,8 +283,13 @@ func (l *links) attach(p *peer, jn joined) {
 		// While this slot joins, what its peers send waits in the
 		// connections (the join ends as a whole: an abort sent by a peer
 		// that joined first is read by the program's first call, not
-		// by the join); heartbeats go out at once.
-		if l.joined.Load() {
+		// by the join); heartbeats go out at once. In a job that
+		// recovers (spares) it is read at once: the news of a slot lost
+		// while the job joins must reach a slot whose join waits for it,
+		// which then heals around it (joinLinks). (A job that does not
+		// recover learns such a loss from its launcher's crashed lines,
+		// takeCrashes.)
+		if l.joined.Load() || l.elastic() {
 			p.StartReading()
 		}
 		l.attached(p)
@@ -350,14 +356,22 @@ func (l *links) stopLinks() {
 
 // joinLinks makes the links of the join (the tree and the ring): this
 // slot dials those above it and waits for those below to dial; it returns
-// when every one is attached, or with the join's error.
-func (l *links) joinLinks(ctx context.Context, need []int, gone <-chan struct{}) error {
+// when every one is attached, or with the join's error. A slot lost while
+// the job joins (news of it, or a neighbour's connection closed before it
+// came) is not waited for in a job that recovers (elastic): the tree and
+// the ring heal around it (topo.Neighbours without it), this slot links
+// its new neighbours, and the agreement on the next generation, which
+// starts once the join is done, takes the loss. up is told of each link
+// as the join has k of them.
+func (l *links) joinLinks(ctx context.Context, gone <-chan struct{}, up func(k int)) error {
 	s := l.hs
 	var ps []*peer
+	seen := map[int]bool{}
 	l.pmu.Lock()
-	for _, slot := range need {
+	for _, slot := range topo.Neighbours(l.slots, l.self, nil) {
 		p := l.expectLocked(slot)
 		ps = append(ps, p)
+		seen[slot] = true
 		if slot > l.self && l.dials[slot] == nil && !l.stopped {
 			dctx, stop := context.WithCancel(ctx)
 			l.dials[slot] = stop
@@ -366,29 +380,70 @@ func (l *links) joinLinks(ctx context.Context, need []int, gone <-chan struct{})
 		}
 	}
 	l.pmu.Unlock()
-	dead, deadErr := l.cur.Load().dead, l.cur.Load().deadErr
-	for _, p := range ps {
-		select {
-		case <-p.Ready():
-		case err := <-s.fatalCh:
-			return err
-		case <-ctx.Done():
-			return s.timeout(ps)
-		case <-dead:
-			return deadErr()
-		case <-gone:
-			return &codes.Error{Code: codes.JobEnded, Op: "join", Rank: -1, Msg: "the launcher is gone (end of the control channel)",
-				Cause: &codes.Cause{Kind: codes.CauseLauncher, Rank: -1, Code: codes.JobEnded}}
-		}
-		if !p.Attached() {
-			// Closed before its connection came: lost during the join.
-			if err := deadErr(); err != nil {
-				return err
+	// heal adds the neighbours of this slot with the known losses left
+	// out; each is linked as on demand (either side may dial).
+	heal := func() {
+		for _, slot := range topo.Neighbours(l.slots, l.self, l.knownLost) {
+			if !seen[slot] {
+				seen[slot] = true
+				ps = append(ps, l.link(slot))
 			}
-			return &codes.Error{Code: codes.PeerLost, Op: "join", Rank: p.rank, Msg: fmt.Sprintf("rank %d lost during the join", p.rank)}
+		}
+	}
+	dead, deadErr := l.cur.Load().dead, l.cur.Load().deadErr
+	k := 0
+	for i := 0; i < len(ps); i++ {
+		p := ps[i]
+		for {
+			wake := l.losses() // taken before the look, so a loss after it wakes this wait
+			if !p.Attached() && l.elastic() && l.knownLost(p.rank) {
+				l.forget(p)
+				heal()
+				break
+			}
+			select {
+			case <-p.Ready():
+			case <-wake:
+				continue
+			case err := <-s.fatalCh:
+				return err
+			case <-ctx.Done():
+				return s.timeout(ps)
+			case <-dead:
+				return deadErr()
+			case <-gone:
+				return &codes.Error{Code: codes.JobEnded, Op: "join", Rank: -1, Msg: "the launcher is gone (end of the control channel)",
+					Cause: &codes.Cause{Kind: codes.CauseLauncher, Rank: -1, Code: codes.JobEnded}}
+			}
+			if !p.Attached() {
+				// Closed before its connection came: lost during the join.
+				if err := deadErr(); err != nil {
+					return err
+				}
+				if l.elastic() {
+					l.lost(p.rank, "lost during the join")
+					continue // known lost now: healed around
+				}
+				return &codes.Error{Code: codes.PeerLost, Op: "join", Rank: p.rank, Msg: fmt.Sprintf("rank %d lost during the join", p.rank)}
+			}
+			k++
+			up(k)
+			break
 		}
 	}
 	return nil
+}
+
+// forget ends the join's wait for p, whose slot is known lost before its
+// connection came: its dial, if one is under way, ends, and the link is
+// closed, as a lost slot's is.
+func (l *links) forget(p *peer) {
+	l.pmu.Lock()
+	if stop := l.dials[p.rank]; stop != nil {
+		stop()
+	}
+	p.Close()
+	l.pmu.Unlock()
 }
 
 // linkAll makes the links to every slot of slots that has none yet (a

@@ -52,6 +52,28 @@ func (l *links) knownLost(slot int) bool {
 	return ok
 }
 
+// takeCrashes takes the slots whose processes the launcher saw end by a
+// signal (proc.crashed) as losses this slot saw itself — the launcher
+// is their parent, or their host's ssh session: a crash it sees is
+// certain — until the control channel or the slot's life ends. So a slot
+// that died before any other had a link to it (early in the join) is
+// known lost at once, not once the join window ends.
+func (l *links) takeCrashes(crashed <-chan int) {
+	for {
+		select {
+		case slot, ok := <-crashed:
+			if !ok {
+				return
+			}
+			if slot >= 0 && slot < l.slots {
+				l.lost(slot, "its launcher saw its process end by a signal")
+			}
+		case <-l.life.Done():
+			return
+		}
+	}
+}
+
 // tellLost sends the news that slot is lost on every link but the lost
 // one's and the one it came from (from, -1 for none).
 func (l *links) tellLost(slot int, why string, from int) {

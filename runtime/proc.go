@@ -19,6 +19,11 @@ type proc struct {
 	// ctlGone is closed when the launcher's control channel ends; nil
 	// when no launcher watches.
 	ctlGone <-chan struct{}
+	// crashed gives the slots whose processes the launcher saw end by a
+	// signal (a crash, SIGKILL), as it tells them on the control
+	// channel; closed when the channel ends. nil when no launcher
+	// watches.
+	crashed <-chan int
 	// launcherLost is called on the watcher's goroutine after the job was
 	// ended because the launcher is gone (watchControl).
 	launcherLost func(c *Comm, err error)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,10 +50,11 @@ func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
 		}
 		if j.Control != nil {
 			gone := make(chan struct{})
+			crashed := make(chan int, maxCrashed)
 			// It reads the control channel as long as there is one: the
 			// process's standard input, which no Close can interrupt.
-			go func() { readControl(j.Control, os.Stderr); close(gone) }()
-			pr.ctlGone, pr.launcherLost = gone, launcherLost
+			go func() { readControl(j.Control, os.Stderr, crashed); close(crashed); close(gone) }()
+			pr.ctlGone, pr.launcherLost, pr.crashed = gone, launcherLost, crashed
 		}
 	}
 	return join(ctx, j, pr)
@@ -79,10 +81,15 @@ func killSelf() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 // maxControlLine bounds a line read from the control channel.
 const maxControlLine = 256
 
+// maxCrashed bounds the crashes told by the launcher that wait for the
+// core; past it the reader waits (the core takes them at once).
+const maxCrashed = 64
+
 // readControl reads the launcher's control channel to its end, answering
-// every "waiting" line with the waiting record on w (standard error);
-// other lines are ignored.
-func readControl(r io.Reader, w io.Writer) {
+// every "waiting" line with the waiting record on w (standard error) and
+// giving the slot of every "crashed SLOT" line (the launcher saw that
+// slot's process end by a signal) to crashed; other lines are ignored.
+func readControl(r io.Reader, w io.Writer, crashed chan<- int) {
 	br := bufio.NewReaderSize(r, maxControlLine)
 	for {
 		line, err := br.ReadSlice('\n')
@@ -93,11 +100,16 @@ func readControl(r io.Reader, w io.Writer) {
 			}
 			continue
 		}
-		switch strings.TrimSpace(string(line)) {
+		switch cmd, arg, _ := strings.Cut(strings.TrimSpace(string(line)), " "); cmd {
 		case "waiting":
 			writeWaiting(w)
 		case "clock":
 			writeClock(w)
+		case "crashed":
+			// The core checks the slot against the job's.
+			if slot, err := strconv.Atoi(arg); err == nil && slot >= 0 && slot <= job.MaxSize && crashed != nil {
+				crashed <- slot
+			}
 		}
 		if err != nil {
 			return

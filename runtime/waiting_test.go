@@ -15,11 +15,11 @@ import (
 func TestWaitingRecord(t *testing.T) {
 	w := enterWait(recvWait{r: &recvOp{src: 1, tag: 7}}, 0, 1)
 	var out bytes.Buffer
-	readControl(strings.NewReader("hello\n"+strings.Repeat("waiting", 100)+"\nwaiting\n"), &out)
+	readControl(strings.NewReader("hello\n"+strings.Repeat("waiting", 100)+"\nwaiting\n"), &out, nil)
 	leaveWait(w)
-	readControl(strings.NewReader("waiting"), &out) // no line end: the channel's end
+	readControl(strings.NewReader("waiting"), &out, nil) // no line end: the channel's end
 	c := enterWait(collWait{k: 3, call: wire.Call{Kind: uint8(kindBarrier)}, from: 2}, 0, 2)
-	readControl(strings.NewReader("waiting\n"), &out)
+	readControl(strings.NewReader("waiting\n"), &out, nil)
 	leaveWait(c)
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 	want := []string{"recv(source 1, tag 7)", "", "barrier (collective 3, waiting for rank 2)"}
@@ -38,6 +38,18 @@ func TestWaitingRecord(t *testing.T) {
 	}
 	if call, _ := currentWait(); call != "" {
 		t.Errorf("after leaving every wait, currentWait() = %q", call)
+	}
+	// "crashed SLOT" lines give their slots, in order; malformed ones,
+	// negative or past any job's slots, are ignored.
+	crashed := make(chan int, 8)
+	readControl(strings.NewReader("crashed 3\ncrashed\ncrashed -1\ncrashed x\ncrashed 1048577\n crashed 0 \ncrashed 9 9\n"), &out, crashed)
+	close(crashed)
+	var got []int
+	for s := range crashed {
+		got = append(got, s)
+	}
+	if len(got) != 2 || got[0] != 3 || got[1] != 0 {
+		t.Errorf("crashed slots %v, want [3 0]", got)
 	}
 }
 

@@ -19,8 +19,8 @@ import (
 // random programs — point-to-point with a fixed and with any source, the
 // collectives, agree, shrink and grow; recovered in place or managing
 // their losses — run under random losses (one slot or two, rank 0 among
-// them, at a collective or as the agreement begins; or a rank process
-// stopped with SIGSTOP at a collective and continued after a while, within
+// them, at a collective, as the agreement begins or while the job joins;
+// or a rank process stopped with SIGSTOP at a collective and continued after a while, within
 // its silence limit or past it). Every run ends by
 // itself (the launcher's --timeout, the bound, is never needed), leaves no
 // process behind, and ends with 0 when the spares cover the losses of a
@@ -142,7 +142,8 @@ func genProgram(rng *rand.Rand, steps int, manages, grow bool) program {
 // eighth of the schedules, every rank at one collective. A quarter
 // of the schedules stop the first slot (SIGSTOP) at its collective instead
 // of killing it: stop is then how long it stays stopped before the test
-// continues it, 0 otherwise. A stop counts as a loss (it is one when it
+// continues it, 0 otherwise. In a fifth of the others the first slot dies
+// while the job joins instead (join-1). A stop counts as a loss (it is one when it
 // outlasts the silence limit).
 func schedule(rng *rand.Rand, p program, n int, inPlace bool) (_ string, losses int, stop time.Duration) {
 	losses = 1 + rng.Intn(2)
@@ -182,6 +183,11 @@ func schedule(rng *rand.Rand, p program, n int, inPlace bool) (_ string, losses 
 			items = append(items, fmt.Sprintf("0:%d@%s", s, point))
 		}
 		return strings.Join(items, ","), n, 0
+	}
+	if stop == 0 && rng.Intn(5) == 0 {
+		// The first loss while the job joins, once the slot has its
+		// first link (drawn after the others, which stay as they were).
+		items[0] = fmt.Sprintf("0:%d@join-1", slots[0])
 	}
 	return strings.Join(items, ","), losses, stop
 }
