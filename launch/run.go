@@ -384,6 +384,15 @@ func (l *launcher) run(ctx context.Context) int {
 			l.say("%v", err)
 			return 1
 		}
+		if o.CheckpointDir != "" {
+			dir := o.CheckpointDir
+			if !filepath.IsAbs(dir) && o.Wdir != "" {
+				dir = filepath.Join(o.Wdir, dir) // relative to the ranks' working directory
+			}
+			if note := newJobNote(dir, id.ID); note != "" {
+				l.say("%s", note)
+			}
+		}
 	}
 	failures := os.Getenv(FailureEnv)
 	if _, err := job.ParseFailures(failures); err != nil {

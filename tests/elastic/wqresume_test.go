@@ -178,3 +178,26 @@ func TestWorkQueueResumeAfterLauncherKilled(t *testing.T) {
 		})
 	}
 }
+
+var newJobNoteRE = regexp.MustCompile(`(?m)^sperli: note: --checkpoint-dir ckpt holds the files of job [0-9a-f]{32}; this is a new job \([0-9a-f]{32}\) and resumes none of them: to resume a job, run it again with --job DIR \(sperli job make --checkpoint-dir\)$`)
+
+// TestRerunWithoutJobSaysSo: a second `sperli run --checkpoint-dir`
+// without --job is a new job, which resumes nothing of the first (its
+// identity is new): the launcher says so in one line, and says nothing
+// the first time.
+func TestRerunWithoutJobSaysSo(t *testing.T) {
+	prog := filepath.Join(root, "tests", "elastic", "testdata", "wq.star")
+	work := t.TempDir()
+	env := append(slices.Clone(baseEnv), "TMPDIR="+t.TempDir())
+	for i := range 2 {
+		cmd := exec.Command(sperli, "run", "-n", "2", "--checkpoint-dir", "ckpt", prog, "20", "inplace")
+		cmd.Dir, cmd.Env = work, env
+		r := testbin.Start(t, cmd).Wait(t, timeout)
+		if r.Code != 0 {
+			t.Fatalf("run %d: exit %d\n%v", i+1, r.Code, r)
+		}
+		if said := newJobNoteRE.MatchString(r.Stderr); said != (i == 1) {
+			t.Fatalf("run %d: the note said %v, want %v\n%s", i+1, said, i == 1, r.Stderr)
+		}
+	}
+}
