@@ -13,23 +13,18 @@ import (
 // that died before any other had a link to it (early in the join) is so
 // known lost at once, where its neighbours would otherwise wait for it
 // until the join window ends. Ends the launcher caused (stopAll, a
-// replaced slot) are no crash. The writes go on a goroutine of their own:
-// a stopped rank's full pipe must not hold the launcher up.
+// replaced slot) are no crash. Each write goes on a goroutine of its own:
+// a stopped rank's full pipe must hold up neither the launcher nor the
+// line to the others.
 func (l *launcher) tellCrashed(p *rankProc, procs []*rankProc) {
 	ws, _ := p.state.Sys().(syscall.WaitStatus)
 	if p.killed || (!ws.Signaled() && p.gone == "") {
 		return
 	}
-	var to []io.Writer
+	line := []byte(fmt.Sprintf("crashed %d\n", p.rank))
 	for _, q := range procs {
 		if q != nil && q != p && !q.killed && !isEnded(q) {
-			to = append(to, q.stdin)
+			go func(w io.Writer) { w.Write(line) }(q.stdin) // one that ended since reads nothing: no matter
 		}
 	}
-	line := []byte(fmt.Sprintf("crashed %d\n", p.rank))
-	go func() {
-		for _, w := range to {
-			w.Write(line) // a rank that has ended since reads nothing: no matter
-		}
-	}()
 }

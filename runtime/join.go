@@ -200,6 +200,7 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 	for _, p := range c.links.peerList() {
 		p.StartReading() // silence counts from now (protocol.md §6.1)
 	}
+	c.links.heal() // around a loss learned as the join ended, if any
 	c.startRest()
 	return c, nil
 }
@@ -243,7 +244,7 @@ func (s *joinState) timeout(ps []*peer) error {
 	defer s.mu.Unlock()
 	for _, p := range ps {
 		r := p.rank
-		if p.Attached() {
+		if p.Attached() || s.c.links.knownLost(r) {
 			continue
 		}
 		if err := s.refusal[r]; err != nil {

@@ -381,12 +381,24 @@ func (l *links) joinLinks(ctx context.Context, gone <-chan struct{}, up func(k i
 	}
 	l.pmu.Unlock()
 	// heal adds the neighbours of this slot with the known losses left
-	// out; each is linked as on demand (either side may dial).
+	// out; each is dialed from this side, whichever is lower (either
+	// side may dial; two dials at once end with one link), until the
+	// join window ends, as the first ones are.
 	heal := func() {
+		l.pmu.Lock()
+		defer l.pmu.Unlock()
 		for _, slot := range topo.Neighbours(l.slots, l.self, l.knownLost) {
-			if !seen[slot] {
-				seen[slot] = true
-				ps = append(ps, l.link(slot))
+			if seen[slot] {
+				continue
+			}
+			seen[slot] = true
+			p := l.expectLocked(slot)
+			ps = append(ps, p)
+			if !p.Attached() && l.dials[slot] == nil && !l.stopped {
+				dctx, stop := context.WithCancel(ctx)
+				l.dials[slot] = stop
+				l.dialWG.Add(1)
+				go l.dialer(dctx, p, s.deadline, 0, nil)
 			}
 		}
 	}
@@ -404,6 +416,9 @@ func (l *links) joinLinks(ctx context.Context, gone <-chan struct{}, up func(k i
 			select {
 			case <-p.Ready():
 			case <-wake:
+				if l.elastic() {
+					heal() // a loss: maybe of a neighbour joined already
+				}
 				continue
 			case err := <-s.fatalCh:
 				return err

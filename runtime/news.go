@@ -65,9 +65,13 @@ func (l *links) takeCrashes(crashed <-chan int) {
 			if !ok {
 				return
 			}
-			if slot >= 0 && slot < l.slots {
-				l.lost(slot, "its launcher saw its process end by a signal")
+			if slot < 0 || slot >= l.slots || l.jobOver() {
+				continue
 			}
+			if p := l.peer(slot); p != nil && p.Finished() {
+				continue // it finished (or said bye) before it died: no loss
+			}
+			l.lost(slot, "its launcher saw its process end by a signal")
 		case <-l.life.Done():
 			return
 		}

@@ -82,7 +82,7 @@ func killSelf() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 const maxControlLine = 256
 
 // maxCrashed bounds the crashes told by the launcher that wait for the
-// core; past it the reader waits (the core takes them at once).
+// core, which takes them at once; past it they are dropped.
 const maxCrashed = 64
 
 // readControl reads the launcher's control channel to its end, answering
@@ -108,7 +108,14 @@ func readControl(r io.Reader, w io.Writer, crashed chan<- int) {
 		case "crashed":
 			// The core checks the slot against the job's.
 			if slot, err := strconv.Atoi(arg); err == nil && slot >= 0 && slot <= job.MaxSize && crashed != nil {
-				crashed <- slot
+				// Never waits: this reader must see the launcher's end
+				// and answer "waiting" whatever the core does (a crash
+				// told past a full channel is still seen the slow way: a
+				// broken connection, the silence, the join window).
+				select {
+				case crashed <- slot:
+				default:
+				}
 			}
 		}
 		if err != nil {
