@@ -276,7 +276,7 @@ func (c *Comm) sysSend(dest int, tag uint32, data []byte) (*mesh.Frame, error) {
 	if p == nil {
 		return f, fmt.Errorf("no link to rank %d", dest)
 	}
-	return f, p.Enqueue(f)
+	return f, c.linkErr("checkpoint", dest, p.Enqueue(f))
 }
 
 func (c *Comm) sysRecv(ctx context.Context, src int, tag uint32) ([]byte, error) {
@@ -460,12 +460,16 @@ func (c *Comm) recvFetch(ctx context.Context, src int, what string) ([]byte, err
 	return concat(chunks), nil
 }
 
-func waitFrames(ctx context.Context, c *Comm, frames []*mesh.Frame) error {
+// waitFrames waits until frames, sent to rank to, are written. A write
+// that failed (the connection broke: to died while its file went out) is
+// the loss of to, or the job's end, as a send's is (linkErr), never the
+// socket's own words.
+func waitFrames(ctx context.Context, c *Comm, to int, frames []*mesh.Frame) error {
 	for _, f := range frames {
 		select {
 		case <-f.Done:
 			if f.Err != nil {
-				return f.Err
+				return c.linkErr("checkpoint", to, f.Err)
 			}
 		case <-c.dead:
 			return c.deadErr()
@@ -626,7 +630,10 @@ func (c *Comm) ckptBuddy(ctx context.Context, st *ckptStore, e uint64, sent bool
 	if bud.ok, err = checkAck(a); err != nil {
 		return bud, c.violation(next, "checkpoint of epoch %d: the answer of rank %d on the buddy copy: %v", e, next, err)
 	}
-	return bud, waitFrames(ctx, c, append(frames, ack))
+	if err := waitFrames(ctx, c, next, frames); err != nil {
+		return bud, err
+	}
+	return bud, waitFrames(ctx, c, prev, []*mesh.Frame{ack})
 }
 
 // ckptCommit is step 4 of Checkpoint: rank 0 gathers every rank's hash (or
@@ -1032,7 +1039,7 @@ func (c *Comm) restore(ctx context.Context, st *ckptStore, cm *commit, table []b
 				restore = restoreDamaged
 			}
 		}
-		if err := waitFrames(ctx, c, frames); err != nil {
+		if err := waitFrames(ctx, c, prev, frames); err != nil {
 			return nil, err
 		}
 		tab, err := c.agree(ctx, kindResumeRestore, []byte{restore}, checkRestoreRecord, concat)
