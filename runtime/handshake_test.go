@@ -178,18 +178,8 @@ func TestDialerRefusesListenerCert(t *testing.T) {
 			ctx := testCtx(t)
 			f := newFixtureTCP(t, 2)
 			f.spec.JoinMS = 1000
-			foreign := tls.NewListener(f.lns[1], &tls.Config{MinVersion: tls.VersionTLS13,
-				Certificates: []tls.Certificate{tc.cert(t, f)}})
-			go func() {
-				for {
-					c, err := foreign.Accept()
-					if err != nil {
-						return
-					}
-					c.(*tls.Conn).Handshake()
-					c.Close()
-				}
-			}()
+			serveTLS(tls.NewListener(f.lns[1], &tls.Config{MinVersion: tls.VersionTLS13,
+				Certificates: []tls.Certificate{tc.cert(t, f)}}))
 			c, err := runtime.Init(ctx, f.job(0))
 			if err == nil {
 				c.Close()

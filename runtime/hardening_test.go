@@ -368,18 +368,8 @@ func TestNoCommonGroup(t *testing.T) {
 		f := newFixtureTCP(t, 2)
 		f.spec.JoinMS = 1500
 		j := f.job(1)
-		foreign := tls.NewListener(f.lns[1], &tls.Config{MinVersion: tls.VersionTLS13, CurvePreferences: []tls.CurveID{tls.X25519},
-			Certificates: []tls.Certificate{rankCert(j)}})
-		go func() {
-			for {
-				c, err := foreign.Accept()
-				if err != nil {
-					return
-				}
-				c.(*tls.Conn).Handshake()
-				c.Close()
-			}
-		}()
+		serveTLS(tls.NewListener(f.lns[1], &tls.Config{MinVersion: tls.VersionTLS13, CurvePreferences: []tls.CurveID{tls.X25519},
+			Certificates: []tls.Certificate{rankCert(j)}}))
 		c, err := runtime.Init(ctx, f.job(0))
 		if err == nil {
 			c.Close()
@@ -498,4 +488,20 @@ func TestRefusedFrameToldToAll(t *testing.T) {
 			t.Fatalf("rank %d: cause %+v, want H1609", r, ce.Cause)
 		}
 	}
+}
+
+// serveTLS accepts on ln until it is closed, runs each connection's TLS
+// handshake as its configuration says, and closes it: a listener that is
+// no Sperli rank's (another certificate, another key exchange).
+func serveTLS(ln net.Listener) {
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
 }
