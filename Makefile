@@ -47,7 +47,7 @@ test-hosts:
 	$(GO) vet -tags hosts ./tests/hosts/
 	$(GO) test -tags hosts -count=1 -timeout 10m ./tests/hosts/
 
-# Jobs of 256 and 512 real rank processes on this machine (SPEC §18): the
+# Jobs of 256, 512 and 1,024 real rank processes on this machine (SPEC §18): the
 # result, links and descriptors per rank within their bounds; the wall
 # time and peak memory are logged (go test -v).
 test-scale:

@@ -27,6 +27,13 @@ type RankStats struct {
 	RecvBytes   int64   `json:"recv_bytes"`
 	Collectives int64   `json:"collectives"`
 	PeakRSSKB   int64   `json:"peak_rss_kb"` // the process's own peak resident size (VmHWM), KiB
+	// CPUMS is the processor time the process took (user and system)
+	// until the record; JoinMS and JoinCPUMS the wall time from the
+	// process's start and the processor time until its join ended (0
+	// for a slot that never joined).
+	CPUMS     float64 `json:"cpu_ms"`
+	JoinMS    float64 `json:"join_ms"`
+	JoinCPUMS float64 `json:"join_cpu_ms"`
 	// PeakLinks is the most links this slot had at once; PeakFDs the
 	// most file descriptors the process had open when it made one (0
 	// where the system does not say).

@@ -183,6 +183,7 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 	if j.Slots() == 1 {
 		c.start()
 		c.links.joined.Store(true)
+		countJoined()
 		return c, nil
 	}
 	c.links.acceptWG.Add(1)
@@ -197,6 +198,7 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 		return nil, err
 	}
 	c.links.joined.Store(true)
+	countJoined()
 	for _, p := range c.links.peerList() {
 		p.StartReading() // silence counts from now (protocol.md §6.1)
 	}

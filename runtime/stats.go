@@ -30,6 +30,7 @@ var counters struct {
 	recvMsgs, recvBytes          atomic.Int64
 	colls                        atomic.Int64
 	peakLinks, peakFDs           atomic.Int64
+	joinWall, joinCPU            atomic.Int64 // nanoseconds, at the join's end
 	// perKind counts each collective kind's calls, waits and frames,
 	// indexed by collKind (checkpoints aside: they are in ckptWait).
 	perKind [kindSplit + 1]struct {
@@ -66,7 +67,28 @@ func stats() record.RankStats {
 		}
 	}
 	s.PeakRSSKB = peakRSSKB()
+	s.CPUMS = ms(cpuNS())
+	s.JoinMS, s.JoinCPUMS = ms(counters.joinWall.Load()), ms(counters.joinCPU.Load())
 	return s
+}
+
+// cpuNS is the processor time this process took so far, user and
+// system, in nanoseconds (0 where the system does not say).
+func cpuNS() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// countJoined notes the wall and processor time of the process when its
+// join ended (the first join: a process joins once).
+func countJoined() {
+	if counters.joinWall.Load() == 0 {
+		counters.joinCPU.Store(cpuNS())
+		counters.joinWall.Store(int64(time.Since(procStart)))
+	}
 }
 
 // peakRSSKB is the peak resident size of this process's own memory, in

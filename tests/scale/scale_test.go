@@ -5,7 +5,8 @@
 // meets at a barrier; the test checks the result and, from every rank's
 // status record (--stats=json), that no rank had more links than its
 // tree and ring give it and that its descriptors stayed within
-// 2·log₂N + 8. It logs the wall time and the peak resident memory.
+// 2·log₂N + 8. It logs the wall time, the peak resident memory and the
+// processor time a rank took, in all and until its join ended.
 package scale
 
 import (
@@ -63,10 +64,13 @@ const prog = `def main():
 
 type report struct {
 	Ranks []struct {
-		Rank      int   `json:"rank"`
-		PeakRSSKB int64 `json:"peak_rss_kb"`
-		PeakLinks int64 `json:"peak_links"`
-		PeakFDs   int64 `json:"peak_fds"`
+		Rank      int     `json:"rank"`
+		PeakRSSKB int64   `json:"peak_rss_kb"`
+		PeakLinks int64   `json:"peak_links"`
+		PeakFDs   int64   `json:"peak_fds"`
+		CPUMS     float64 `json:"cpu_ms"`
+		JoinCPUMS float64 `json:"join_cpu_ms"`
+		JoinMS    float64 `json:"join_ms"`
 	} `json:"sperli_stats"`
 }
 
@@ -76,12 +80,12 @@ func TestScale(t *testing.T) {
 	if err := os.WriteFile(p, []byte(prog), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []int{256, 512} {
+	for _, n := range []int{256, 512, 1024} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			cmd := exec.Command(sperli, "run", "-n", fmt.Sprint(n), "--stats=json", "--timeout", "4m", p)
+			cmd := exec.Command(sperli, "run", "-n", fmt.Sprint(n), "--stats=json", "--timeout", "8m", p)
 			cmd.Dir = dir
 			start := time.Now()
-			r := testbin.Start(t, cmd).Wait(t, 5*time.Minute)
+			r := testbin.Start(t, cmd).Wait(t, 9*time.Minute)
 			took := time.Since(start)
 			if r.Code != 0 {
 				t.Fatalf("exit status %d\nstdout:\n%s\nstderr (last 3000 bytes):\n%s", r.Code, r.Stdout, tail(r.Stderr, 3000))
@@ -97,7 +101,12 @@ func TestScale(t *testing.T) {
 			}
 			fdBound := int64(2*bits.Len(uint(n-1)) + 8)
 			var rss, links, fds int64
+			var cpu, joinCPU, joinWall float64
 			for _, x := range rep.Ranks {
+				if x.CPUMS <= 0 || x.JoinCPUMS <= 0 || x.JoinCPUMS > x.CPUMS {
+					t.Errorf("rank %d says it took %.1f ms of processor time, %.1f ms of it until its join ended: want both above 0, the second within the first", x.Rank, x.CPUMS, x.JoinCPUMS)
+				}
+				cpu, joinCPU, joinWall = cpu+x.CPUMS, joinCPU+x.JoinCPUMS, joinWall+x.JoinMS
 				if most := int64(len(topo.Neighbours(n, x.Rank, nil))); x.PeakLinks > most {
 					t.Errorf("rank %d had %d links at once, want at most its %d tree and ring neighbours", x.Rank, x.PeakLinks, most)
 				}
@@ -106,7 +115,9 @@ func TestScale(t *testing.T) {
 				}
 				rss, links, fds = max(rss, x.PeakRSSKB), max(links, x.PeakLinks), max(fds, x.PeakFDs)
 			}
-			t.Logf("%d ranks: %v wall, peak RSS per rank at most %.1f MiB, links at most %d, descriptors at most %d", n, took.Round(10*time.Millisecond), float64(rss)/1024, links, fds)
+			f := float64(n)
+			t.Logf("%d ranks: %v wall, peak RSS per rank at most %.1f MiB, links at most %d, descriptors at most %d; processor time a rank %.1f ms mean, %.1f ms of it until the join ended (%.0f ms after the rank's start, mean)",
+				n, took.Round(10*time.Millisecond), float64(rss)/1024, links, fds, cpu/f, joinCPU/f, joinWall/f)
 		})
 	}
 }
@@ -150,7 +161,7 @@ func TestScaleStop(t *testing.T) {
 			cmd.Dir = dir
 			cmd.Env = append(os.Environ(), "SPERLI_TEST_FAILURE_SCHEDULE=0:300@stop-collective-2")
 			start := time.Now()
-			r := testbin.Start(t, cmd).Wait(t, 5*time.Minute)
+			r := testbin.Start(t, cmd).Wait(t, 9*time.Minute)
 			if r.Code != tc.code {
 				t.Fatalf("exit status %d, want %d\nstdout:\n%s\nstderr (last 3000 bytes):\n%s", r.Code, tc.code, r.Stdout, tail(r.Stderr, 3000))
 			}
