@@ -17,7 +17,7 @@ import (
 // both cases below a cork (cork.go).
 func Wrap(raw net.Conn, spin time.Duration) (net.Conn, error) {
 	if spin <= 0 {
-		return &corkConn{Conn: raw}, nil
+		return &corkConn{Conn: pollOwn(raw)}, nil
 	}
 	c, err := ownConn(raw)
 	if err != nil {
