@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -375,5 +376,74 @@ func TestHeartbeatsAllocateNothing(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(200, beat); allocs > 0 {
 		t.Errorf("a heartbeat allocated %.2f objects, want none", allocs)
+	}
+}
+
+// TestReaderWaitsForTheReceiver: while a receiver reads its peer's frames
+// itself (ReadFor: a collective waiting on a slow peer), the reader
+// goroutine waits for it to let go instead of looking every grace period:
+// a process waiting for seconds wakes for its frames, not a hundred times
+// a second. The frames still arrive, read by the receiver; after it lets
+// go, the reader goroutine reads again.
+func TestReaderWaitsForTheReceiver(t *testing.T) {
+	a, b, _, sb := sinkPair(t)
+	done := make(chan struct{})
+	read := make(chan bool, 1)
+	before := b.bgLooks.Load()
+	go func() {
+		// The receiver gets the connection when the reader goroutine, told
+		// that a receiver waits (MarkForeground), lets go after a read.
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+			if b.ReadFor(context.Background(), done) {
+				read <- true
+				return
+			}
+			b.MarkForeground()
+			goruntime.Gosched()
+		}
+		read <- false
+	}()
+	// Frames until the receiver holds the connection: each one read by the
+	// reader goroutine is a turn at which it may let go.
+	sent := 0
+	for !b.fgReading.Load() {
+		if sent == 1000 {
+			t.Fatal("the receiver did not get the connection in 1,000 frames")
+		}
+		sent++
+		if err := a.Send(dataFrame(1, []byte("to whoever reads")), true); err != nil {
+			t.Fatal(err)
+		}
+		sb.waitFor(t, "a frame", func() bool { return len(sb.frames) == sent })
+	}
+	looks := b.bgLooks.Load()
+	// Twenty grace periods pass with the receiver reading (at least that
+	// long: a loaded machine makes it longer, and the reader goroutine's
+	// turns only fewer).
+	for start := time.Now(); time.Since(start) < 20*readGrace; {
+		time.Sleep(readGrace)
+	}
+	if n := b.bgLooks.Load() - looks; n > 2 {
+		t.Errorf("the reader goroutine looked %d times in 20 grace periods while the receiver read, want at most 2", n)
+	}
+	close(done)
+	if err := a.Send(dataFrame(2, []byte("ends the receiver's read")), true); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-read; !got {
+		t.Fatal("ReadFor says it did not read")
+	}
+	if b.fgReading.Load() {
+		t.Fatal("fgReading still set after ReadFor returned")
+	}
+	if err := a.Send(dataFrame(3, []byte("to the reader goroutine")), true); err != nil {
+		t.Fatal(err)
+	}
+	sb.waitFor(t, "every frame", func() bool { return len(sb.frames) == sent+2 })
+	if want := "3:to the reader goroutine"; sb.frames[sent+1] != want {
+		t.Fatalf("last frame %q, want %q", sb.frames[sent+1], want)
+	}
+	if b.bgLooks.Load() == before {
+		t.Fatal("the reader goroutine never ran")
 	}
 }
