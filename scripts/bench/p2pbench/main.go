@@ -6,8 +6,8 @@
 // prints the processor time (user and system, getrusage) it spent a
 // message.
 //
-//	sperli run -n 2 bin/p2pbench 1048576 400
-//	sperli run -n 2 bin/p2pbench 1048576 400 -cpuprofile p2p.prof
+//	sperli run -n 2 /tmp/p2pbench 1048576 400
+//	sperli run -n 2 /tmp/p2pbench 1048576 400 -cpuprofile p2p.prof
 //
 // With -cpuprofile FILE, rank 0 writes a CPU profile of the timed
 // messages to FILE, rank 1 to FILE.rank1. The output is lines of
