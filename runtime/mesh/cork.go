@@ -23,6 +23,16 @@ type corkConn struct {
 	corked bool
 	gate   atomic.Pointer[ticket] // set while a handshake is gated (gate.go)
 	gated  *Gate
+
+	// The read side (gulp.go): while the peer reads a large frame, reads
+	// below TLS take what the socket holds, up to gulpSize, in one system
+	// call, and hand it out to TLS's reads of a record each. Only the
+	// connection's one reader (the peer's rmu, or the handshake before
+	// it) touches these; rheld is read by Unread from elsewhere.
+	rbuf  *[]byte // the read buffer, pooled; nil when empty and not gulping
+	rpos  int     // (*rbuf)[rpos:] is not handed out yet
+	gulp  bool
+	rheld atomic.Int64 // bytes in rbuf not handed out
 }
 
 const (

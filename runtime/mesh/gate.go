@@ -98,9 +98,9 @@ func (g *Gate) Enter(conn net.Conn) (leave func()) {
 	}
 }
 
-// Read reads from the connection; a gated one (Gate.Enter) without its
-// turn while it waits.
-func (c *corkConn) Read(b []byte) (int, error) {
+// readBelow reads from the connection below (corkConn.Read, gulp.go); a
+// gated one (Gate.Enter) without its turn while it waits.
+func (c *corkConn) readBelow(b []byte) (int, error) {
 	t := c.gate.Load()
 	if t == nil {
 		return c.Conn.Read(b)

@@ -312,7 +312,9 @@ func (p *Peer) SetSilenceMS(ms uint32) { p.silenceMS.Store(int64(ms)) }
 // Unread reports whether bytes of the peer's wait in this process's
 // socket, not yet read: the peer spoke, and it is this process that has
 // not read it yet. A peer not attached has no connection to ask.
-func (p *Peer) Unread() bool { return p.attached.Load() && unreadBytes(below(p.conn)) > 0 }
+func (p *Peer) Unread() bool {
+	return p.attached.Load() && (unreadBytes(below(p.conn)) > 0 || p.cork != nil && p.cork.gulped() > 0)
+}
 
 // MarkForeground tells the reader goroutine that a receiver was served
 // now: it stays away a grace period.
@@ -520,12 +522,24 @@ func (p *Peer) sendAs(f *Frame, direct, wait bool) error {
 		p.credit -= cost
 		p.direct++
 		p.qmu.Unlock()
+		// A large frame written here counts as the writer goroutine's do:
+		// while it is sealed and written, this process's reads do not
+		// spin (fdconn_linux.go), since the sealing needs the processor
+		// (measured: a sender of 1 MiB messages spent 4% of its time in
+		// its reader goroutine's empty polls, issue 49).
+		large := len(f.Head)+len(f.Payload) >= corkMin
+		if large {
+			p.sh.Writing.Add(1)
+		}
 		p.wmu.Lock()
 		err := ErrLeft // the last frame went out before this one could
 		if !p.lastSent {
 			err = p.writeBatch([]*Frame{f})
 		}
 		p.wmu.Unlock()
+		if large {
+			p.sh.Writing.Add(-1)
+		}
 		p.qmu.Lock()
 		p.direct--
 		if err != nil && p.werr == nil {
@@ -904,6 +918,9 @@ func (p *Peer) readOne() bool {
 		}
 		rs.h = h
 		rs.payload = bufpool.Get(int(h.Length)) // filled whole before use
+		if len(rs.payload) >= corkMin && p.cork != nil {
+			p.cork.setGulp(true) // few large reads below TLS (gulp.go)
+		}
 	}
 	for rs.pn < len(rs.payload) {
 		n, err := p.conn.Read(rs.payload[rs.pn:])
@@ -912,6 +929,9 @@ func (p *Peer) readOne() bool {
 		if err != nil && rs.pn < len(rs.payload) {
 			return p.readErr(err)
 		}
+	}
+	if len(rs.payload) >= corkMin && p.cork != nil {
+		p.cork.setGulp(false)
 	}
 	h, payload := rs.h, rs.payload
 	rs.hn, rs.pn, rs.payload = 0, 0, nil
