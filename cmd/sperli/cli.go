@@ -186,6 +186,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "checkpoint directory; turns on restarts")
 	f.IntVar(&o.RestartMax, "restart-max", 3, "most restarts with --checkpoint-dir")
 	f.IntVar(&o.Spares, "spares", 0, "warm spare slots: a lost rank's place is taken in place, without relaunching the others")
+	f.IntVar(&o.MaxLosses, "max-losses", 0, "end the job (exit 75, no restart) when its K-th loss happens, counted over in-place recoveries and restarts (default: no limit)")
 	f.StringVar(&o.Record, "record", "", "append each generation's layout to this file, one JSON line each")
 	f.BoolVar(&o.Live, "live", false, "show each output line as it comes (whole lines), not rank by rank at the end")
 	f.StringVar(&o.OutputDir, "output-dir", "", "write DIR/rank-<i>.out and rank-<i>.err instead of showing the output")
