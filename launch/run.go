@@ -762,6 +762,9 @@ func (l *launcher) incarnation(ctx context.Context, id *job.Identity, lines []ho
 		Size: o.N, Spares: o.Spares, Incarnation: inc, Hosts: table, Runs: job.Compact(table), SilenceMS: o.SilenceMS, JoinMS: int(join / time.Millisecond),
 		Launched: true, CheckpointDir: o.CheckpointDir, Failures: failures, Trace: l.out.trace != nil,
 		Expires: time.Now().Add(join + 5*time.Minute),
+		// One PROGRAM and one argument list in every slot: the slots
+		// compare their programs (docs/protocol.md §3.1.1).
+		OneProgram: true,
 	}
 	// The working directory and the program go to remote hosts as
 	// absolute paths: a relative one would resolve in the remote home.
@@ -774,6 +777,16 @@ func (l *launcher) incarnation(ctx context.Context, id *job.Identity, lines []ho
 	progAbs := o.Program
 	if !filepath.IsAbs(progAbs) {
 		progAbs = filepath.Join(mustGetwd(), progAbs)
+	}
+	if star {
+		// A .star program is read by every rank: each checks the file
+		// it read against the launcher's before it joins.
+		d, err := job.FileProgramDigest(progAbs, o.Args)
+		if err != nil {
+			l.say("program %s: %v", o.Program, err)
+			return 1, nil, false
+		}
+		spec.Program = job.DigestHex(d[:])
 	}
 	hostNames := make([]string, n)
 	for r := range hostNames {
@@ -1152,6 +1165,11 @@ func (l *launcher) startStatus(procs []*rankProc) (stop func()) {
 func (l *launcher) onEnd(p *rankProc, procs []*rankProc, silence time.Duration, backstop, recovery *<-chan time.Time, recoveryGen *int) {
 	l.ended(p)
 	l.tellCrashed(p, procs)
+	if p.status != nil && p.status.Code == codes.ProgramMismatch.String() && !l.stopping {
+		// The slots run different programs or loss policies: nothing
+		// of the job is to run on (docs/protocol.md §3.1.1).
+		l.stopAll(procs)
+	}
 	if !p.state.Success() && !p.killed {
 		l.gens.badEnd()
 	}
@@ -1347,7 +1365,7 @@ func (l *launcher) outcome(procs []*rankProc) int {
 	code, lost, violation := 0, false, false
 	for _, p := range procs {
 		ws, _ := p.state.Sys().(syscall.WaitStatus)
-		if p.status != nil && (p.status.Code == codes.ProtocolViolation.String() || p.status.Code == codes.FrameMalformed.String()) {
+		if p.status != nil && (p.status.Code == codes.ProtocolViolation.String() || p.status.Code == codes.FrameMalformed.String() || p.status.Code == codes.ProgramMismatch.String()) {
 			violation = true
 		}
 		switch {
