@@ -97,3 +97,23 @@ func TestPolicyDigest(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFileProgramDigest digests this test's own executable, as a Go
+// rank's Init does with its own (docs/benchmarks.md: what one_program
+// costs a Go or C rank's start).
+func BenchmarkFileProgramDigest(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := os.Stat(exe)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(st.Size())
+	for b.Loop() {
+		if _, err := FileProgramDigest(exe, []string{"a", "b"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
