@@ -44,6 +44,7 @@ const (
 	CheckpointStorage  Code = 1625 // checkpoint storage failed
 	Revoked            Code = 1626 // communicator revoked (SPEC §10.3)
 	ProtocolViolation  Code = 1627 // protocol violation by a joined peer
+	ProgramMismatch    Code = 1628 // slots run different programs, arguments or loss policies
 )
 
 var meanings = map[Code]string{
@@ -74,12 +75,13 @@ var meanings = map[Code]string{
 	CheckpointStorage:  "checkpoint storage failed (write, sync, rename, space)",
 	Revoked:            "communicator revoked",
 	ProtocolViolation:  "protocol violation by a joined peer (credit, sizes, records or files that contradict the protocol)",
+	ProgramMismatch:    "slots run different programs, arguments or loss policies",
 }
 
 // All returns every code in ascending order.
 func All() []Code {
 	out := make([]Code, 0, len(meanings))
-	for c := CertRefused; c <= ProtocolViolation; c++ {
+	for c := CertRefused; c <= ProgramMismatch; c++ {
 		out = append(out, c)
 	}
 	return out

@@ -55,6 +55,8 @@ type Spec struct {
 	CheckpointDir string
 	Failures      string
 	Trace         bool      // --trace: the ranks write trace records
+	OneProgram    bool      // every slot runs one program (Job.OneProgram)
+	Program       string    // the launcher's digest of a .star program (Job.Program)
 	Expires       time.Time // token expiry
 }
 
@@ -112,6 +114,8 @@ func (id *Identity) Describe(s Spec, rank int) (*Job, error) {
 		CheckpointDir: s.CheckpointDir,
 		Failures:      s.Failures,
 		Trace:         s.Trace,
+		OneProgram:    s.OneProgram,
+		Program:       s.Program,
 	}
 	if s.Runs != nil {
 		j.Hosts = nil

@@ -68,6 +68,15 @@ type Job struct {
 	// Trace turns on the trace records of a launched rank (trace.go):
 	// `sperli run --trace FILE`.
 	Trace bool `json:"trace,omitempty"`
+	// OneProgram says that every slot runs one program with one argument
+	// list (sperli run): the slots compare their program digests on every
+	// link (docs/protocol.md §3.1.1). Without it only the loss policies
+	// are compared: a job may mix programs by design.
+	OneProgram bool `json:"one_program,omitempty"`
+	// Program is the launcher's program digest (ProgramDigest, in hex) of
+	// a .star PROGRAM and its arguments: a Starlark rank checks the file
+	// it read against it before it joins. "" for an executable PROGRAM.
+	Program string `json:"program,omitempty"`
 
 	// Not part of the description; set by ReadJob or by an embedder.
 
@@ -92,6 +101,11 @@ type Job struct {
 	// the control channel of a launched rank reached its end; nil ends the
 	// process (exit status 1) half a second later.
 	OnLauncherLost func() `json:"-"`
+	// ProgramDigest, when set, is the program digest this slot sends and
+	// compares (ProgramDigest: `sperli rank` sets the Starlark file's; an
+	// embedder may give one of its own). When nil and OneProgram is set,
+	// the runtime digests the process's executable and os.Args[1:].
+	ProgramDigest []byte `json:"-"`
 	// Die, when set, replaces the SIGKILL of a scheduled test failure.
 	Die      func()    `json:"-"`
 	runOnce  sync.Once // runIndex
@@ -225,6 +239,12 @@ func (j *Job) Validate() error {
 		return bad("join_ms is %d, want 0 to 3600000", j.JoinMS)
 	case j.ListenFD < 0:
 		return bad("listen_fd is %d, want 0 (none) or a descriptor", j.ListenFD)
+	case j.Program != "" && !validDigest(j.Program):
+		return bad("program %q is not 64 lower-case hex digits", j.Program)
+	case j.Program != "" && !j.OneProgram:
+		return bad("program is given without one_program")
+	case j.ProgramDigest != nil && len(j.ProgramDigest) != DigestSize:
+		return bad("program digest is %d bytes, want %d", len(j.ProgramDigest), DigestSize)
 	}
 	if j.Runs != nil {
 		if err := checkRuns(j.Runs, j.Slots()); err != nil {
@@ -260,10 +280,12 @@ const MaxSize = 1 << 20
 // MaxSilenceMS is the longest silence limit (one day).
 const MaxSilenceMS = 86400000
 
-func validJobID(s string) bool {
-	if len(s) != 32 {
-		return false
-	}
+func validJobID(s string) bool { return len(s) == 32 && lowerHex(s) }
+
+// validDigest reports whether s is a digest in hex: 64 lower-case digits.
+func validDigest(s string) bool { return len(s) == 2*DigestSize && lowerHex(s) }
+
+func lowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {

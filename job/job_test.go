@@ -190,3 +190,38 @@ func FuzzParseJob(f *testing.F) {
 		}
 	})
 }
+
+// TestValidateProgram: the launcher's program digest is 64 lower-case
+// hex digits and comes with one_program; anything else is H1615 naming
+// the field.
+func TestValidateProgram(t *testing.T) {
+	f := newJobs(t, 2)
+	for _, tc := range []struct {
+		name    string
+		one     bool
+		program string
+		digest  []byte
+		want    string
+	}{
+		{"good", true, strings.Repeat("0a", 32), nil, ""},
+		{"one program, no digest", true, "", nil, ""},
+		{"upper case", true, strings.Repeat("0A", 32), nil, "program"},
+		{"short", true, "abcd", nil, "program"},
+		{"without one_program", false, strings.Repeat("0a", 32), nil, "without one_program"},
+		{"embedder's digest 31 bytes", true, "", make([]byte, 31), "program digest is 31 bytes"},
+	} {
+		j := f.job(1)
+		j.OneProgram, j.Program, j.ProgramDigest = tc.one, tc.program, tc.digest
+		err := j.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		wantCode(t, tc.name, err, codes.JobMalformed)
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want it to say %q", tc.name, err, tc.want)
+		}
+	}
+}

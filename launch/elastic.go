@@ -24,6 +24,9 @@ import (
 type generations struct {
 	say    func(format string, args ...any)
 	record *os.File
+	// onLoss is told of every slot lost, with the rank it served (-1 a
+	// spare) and why (--max-losses, losses.go); called under mu.
+	onLoss func(slot, rank int, why string)
 
 	mu      sync.Mutex
 	job     string
@@ -184,6 +187,14 @@ func (g *generations) lostProc(p *rankProc, why string) {
 	defer g.mu.Unlock()
 	if _, ok := g.lostAt[p.rank]; !ok {
 		g.lostAt[p.rank], g.lostWhy[p.rank] = time.Now(), why
+		g.lostLocked(p.rank, why)
+	}
+}
+
+// lostLocked tells onLoss of the loss of slot.
+func (g *generations) lostLocked(slot int, why string) {
+	if g.onLoss != nil {
+		g.onLoss(slot, slices.Index(g.ranks, slot), why)
 	}
 }
 
@@ -305,6 +316,13 @@ func (g *generations) report(slot int, line []byte) (gen, rank int) {
 		}
 		fresh := false
 		for _, s := range r.Lost {
+			if !g.gone[s] {
+				why := g.lostWhy[s]
+				if why == "" {
+					why = "declared lost by the job"
+				}
+				g.lostLocked(s, why)
+			}
 			fresh = fresh || !g.gone[s]
 			g.gone[s] = true // its end is no loss of the job
 		}
@@ -510,6 +528,7 @@ func (g *generations) sayLocked(r record.Gen) {
 		if why == "" {
 			why = strings.TrimPrefix(causeOf(r.Cause, s), fmt.Sprintf("slot %d: ", s))
 		}
+		g.lostLocked(s, why)
 		if old := slices.Index(g.ranks, s); old >= 0 && len(r.Ranks) < len(g.ranks) {
 			parts = append(parts, fmt.Sprintf("rank %d (slot %d on %s) lost: %s", old, s, g.host(s), why))
 		} else if old >= 0 {

@@ -41,6 +41,7 @@ type Options struct {
 	CheckpointDir string   // --checkpoint-dir (restarts: a later issue)
 	RestartMax    int      // --restart-max
 	Spares        int      // --spares: warm spare slots (SPEC §10)
+	MaxLosses     int      // --max-losses: end the job at its K-th loss (losses.go); 0 is no limit
 	Record        string   // --record: the generation record file
 	Program       string   // a .star file or an executable
 	Args          []string // the program's arguments
@@ -219,11 +220,12 @@ func Run(ctx context.Context, o Options) int {
 		defer status.stop()
 	}
 	l := &launcher{status: status, every: every, o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir, slots: o.Spares > 0},
-		replies: make(chan waitReply, 64), started: time.Now()}
+		replies: make(chan waitReply, 64), started: time.Now(), losses: newLossCount(o.MaxLosses)}
 	if status != nil {
 		status.outMu = &l.out.mu
 	}
 	l.gens.say = l.say
+	l.gens.onLoss = func(slot, rank int, why string) { l.losses.add(slot, l.lossWho(slot, rank), why) }
 	l.out.onGen = l.gens.report
 	l.out.onWaiting = func(rank int, w record.Waiting) {
 		l.waitMu.Lock()
@@ -296,6 +298,7 @@ type launcher struct {
 	waitMu   sync.Mutex
 	lastWait map[int]record.Waiting
 	gens     generations // in-place recoveries (elastic.go)
+	losses   *lossCount  // --max-losses (losses.go)
 	started  time.Time
 	// sessions are the ssh sessions of the incarnation running, one per
 	// remote host (session.go).
@@ -345,7 +348,24 @@ func (l *launcher) sayLost(rank int, why string) {
 	l.mu.Unlock()
 	if !said {
 		l.say("rank %d lost: %s", rank, why)
+		slot, ok := l.gens.slotOf(rank)
+		if !ok {
+			slot = rank
+		}
+		l.losses.add(slot, l.lossWho(slot, rank), why)
 	}
+}
+
+// lossWho names a lost slot for the --max-losses line: "rank 2", or
+// with spares "rank 2 (slot 5)" and "slot 9 (a spare)".
+func (l *launcher) lossWho(slot, rank int) string {
+	switch {
+	case l.o.Spares == 0 && rank >= 0:
+		return fmt.Sprintf("rank %d", rank)
+	case rank >= 0:
+		return fmt.Sprintf("rank %d (slot %d)", rank, slot)
+	}
+	return fmt.Sprintf("slot %d (a spare)", slot)
 }
 
 func (l *launcher) run(ctx context.Context) int {
@@ -503,6 +523,10 @@ func (l *launcher) checkOptions() int {
 		l.say("--restart-max %d: want 0 or more", o.RestartMax)
 		return 2
 	}
+	if o.MaxLosses < 0 {
+		l.say("--max-losses %d: want 1 or more (0 or none: no limit)", o.MaxLosses)
+		return 2
+	}
 	if err := checkStatsMode(o.Stats); err != nil {
 		l.say("%v", err)
 		return 2
@@ -566,8 +590,18 @@ func (l *launcher) restarts(ctx context.Context, id *job.Identity, pl *Placement
 		l.lost, l.lostWhy, l.stopping, l.lines, l.pending, l.endedSeen = nil, nil, false, nil, nil, nil
 		l.out.ending.Store(false)
 		l.mu.Unlock()
+		l.losses.nextIncarnation()
 		code, procs, interrupted := l.incarnation(ctx, id, lines, star, inc, failures)
-		again := code == record.ExitLost && o.CheckpointDir != "" && ctx.Err() == nil && !interrupted && used < o.RestartMax
+		if l.losses.isReached() && !interrupted && code == record.ExitLost {
+			// The last loss both ended the incarnation and reached
+			// --max-losses: no restart.
+			if line := l.losses.line(); line != "" {
+				l.say("%s", line)
+			}
+			interrupted = true
+		}
+		late := !interrupted && code == record.ExitLost && l.pastDeadline()
+		again := code == record.ExitLost && o.CheckpointDir != "" && ctx.Err() == nil && !interrupted && !late && used < o.RestartMax
 		// An abandoned incarnation is marked with its last generation
 		// (in-place recoveries may have made more than its first); the
 		// output of one after a restart begins with its generation.
@@ -595,6 +629,12 @@ func (l *launcher) restarts(ctx context.Context, id *job.Identity, pl *Placement
 		}
 		if code != record.ExitLost || o.CheckpointDir == "" || ctx.Err() != nil || interrupted {
 			return code
+		}
+		if late {
+			// The deadline bounds the whole job, restarts included
+			// (SPEC §9.5, F446 step 10): none begins after it.
+			l.say("--timeout %v passed: no restart", l.o.Timeout)
+			return record.ExitFail
 		}
 		lost := l.lostRanks()
 		if !again {
@@ -722,6 +762,9 @@ func (l *launcher) incarnation(ctx context.Context, id *job.Identity, lines []ho
 		Size: o.N, Spares: o.Spares, Incarnation: inc, Hosts: table, Runs: job.Compact(table), SilenceMS: o.SilenceMS, JoinMS: int(join / time.Millisecond),
 		Launched: true, CheckpointDir: o.CheckpointDir, Failures: failures, Trace: l.out.trace != nil,
 		Expires: time.Now().Add(join + 5*time.Minute),
+		// One PROGRAM and one argument list in every slot: the slots
+		// compare their programs (docs/protocol.md §3.1.1).
+		OneProgram: true,
 	}
 	// The working directory and the program go to remote hosts as
 	// absolute paths: a relative one would resolve in the remote home.
@@ -734,6 +777,16 @@ func (l *launcher) incarnation(ctx context.Context, id *job.Identity, lines []ho
 	progAbs := o.Program
 	if !filepath.IsAbs(progAbs) {
 		progAbs = filepath.Join(mustGetwd(), progAbs)
+	}
+	if star {
+		// A .star program is read by every rank: each checks the file
+		// it read against the launcher's before it joins.
+		d, err := job.FileProgramDigest(progAbs, o.Args)
+		if err != nil {
+			l.say("program %s: %v", o.Program, err)
+			return 1, nil, false
+		}
+		spec.Program = job.DigestHex(d[:])
 	}
 	hostNames := make([]string, n)
 	for r := range hostNames {
@@ -981,6 +1034,11 @@ func portOf(a net.Addr) int {
 	return n
 }
 
+// pastDeadline reports whether --timeout has passed since the launch.
+func (l *launcher) pastDeadline() bool {
+	return l.o.Timeout > 0 && time.Since(l.started) >= l.o.Timeout
+}
+
 // wait waits for every rank to end. After a rank ends badly the others are
 // given the silence limit and a margin to end on their own (they detect it
 // themselves), then they are killed; an interrupt kills them at once.
@@ -1001,10 +1059,13 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 	var backstop <-chan time.Time
 	var timeout <-chan time.Time
 	if l.o.Timeout > 0 {
+		// The job's one deadline, from its launch: neither an in-place
+		// recovery nor a restart moves it (F446 step 10).
 		t := time.NewTimer(l.o.Timeout - time.Since(l.started))
 		defer t.Stop()
 		timeout = t.C
 	}
+	lossLimit := l.losses.reached()
 	defer l.startStatus(procs)()
 	replacedCh := l.gens.goneGrew()
 	// A loss the job recovers from in place must give a generation: the
@@ -1040,6 +1101,16 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 			}
 			l.stopAll(procs)
 			backstop = nil
+		case <-lossLimit:
+			lossLimit = nil
+			if !interrupted && !l.stopping {
+				if line := l.losses.line(); line != "" {
+					l.say("%s", line)
+				}
+				code = record.ExitLost
+				interrupted = true
+				l.stopAll(procs)
+			}
 		case <-timeout:
 			if !interrupted {
 				l.say("--timeout %v passed: ending every rank", l.o.Timeout)
@@ -1094,6 +1165,11 @@ func (l *launcher) startStatus(procs []*rankProc) (stop func()) {
 func (l *launcher) onEnd(p *rankProc, procs []*rankProc, silence time.Duration, backstop, recovery *<-chan time.Time, recoveryGen *int) {
 	l.ended(p)
 	l.tellCrashed(p, procs)
+	if p.status != nil && p.status.Code == codes.ProgramMismatch.String() && !l.stopping {
+		// The slots run different programs or loss policies: nothing
+		// of the job is to run on (docs/protocol.md §3.1.1).
+		l.stopAll(procs)
+	}
 	if !p.state.Success() && !p.killed {
 		l.gens.badEnd()
 	}
@@ -1289,7 +1365,7 @@ func (l *launcher) outcome(procs []*rankProc) int {
 	code, lost, violation := 0, false, false
 	for _, p := range procs {
 		ws, _ := p.state.Sys().(syscall.WaitStatus)
-		if p.status != nil && (p.status.Code == codes.ProtocolViolation.String() || p.status.Code == codes.FrameMalformed.String()) {
+		if p.status != nil && (p.status.Code == codes.ProtocolViolation.String() || p.status.Code == codes.FrameMalformed.String() || p.status.Code == codes.ProgramMismatch.String()) {
 			violation = true
 		}
 		switch {

@@ -46,6 +46,10 @@ type joinState struct {
 	spin     time.Duration // the reads' spin limit once joined (spin.go)
 	gate     *mesh.Gate    // bounds the handshakes computing at once (mesh/gate.go)
 	fatalCh  chan error    // a dial refused for good during the join
+	// program and policy are this slot's digests, sent in its hello and
+	// compared with every peer's (docs/protocol.md §3.1.1); program is
+	// zero when the job does not say that every slot runs one program.
+	program, policy [wire.DigestSize]byte
 
 	mu      sync.Mutex
 	refusal map[int]error // the last refusal seen for each rank (-1: unknown rank)
@@ -171,6 +175,10 @@ func join(ctx context.Context, j *Job, pr proc) (_ *Comm, err error) {
 		failed:   make(map[int]error),
 		logged:   make(logLimit),
 	}
+	if j.OneProgram && j.ProgramDigest != nil {
+		copy(s.program[:], j.ProgramDigest)
+	}
+	s.policy = j.PolicyDigest()
 	c.links.hs = s
 	ln, err := s.listener()
 	if err != nil {
@@ -422,6 +430,10 @@ func (s *joinState) accept(ctx context.Context, raw net.Conn) (joined, error) {
 		s.refuseConn(tc, rank, err)
 		return joined{}, err
 	}
+	if err := s.compare(rank, hello); err != nil {
+		s.mismatch(tc, rank, err)
+		return joined{}, err
+	}
 	l := s.c.links
 	dup, p, done := l.arbitrate(rank)
 	// What is left is no work to speak of: the turn goes to a handshake
@@ -474,6 +486,42 @@ func (s *joinState) handshakeDeadline() time.Time {
 	return s.deadline
 }
 
+// compare checks the digests of slot's hello against this slot's own
+// (docs/protocol.md §3.1.1): the loss policies always, the programs when
+// both say one. A difference is H1628 naming both slots and both digests.
+func (s *joinState) compare(slot int, h wire.HelloBody) error {
+	self := s.j.Rank
+	if h.Policy != s.policy {
+		return &codes.Error{Code: codes.ProgramMismatch, Op: "join", Rank: slot, Msg: fmt.Sprintf(
+			"slots %d and %d have different loss policies (size, spares, silence limit, checkpoints, one program): slot %d's digest %x, slot %d's %x",
+			slot, self, slot, h.Policy[:], self, s.policy[:])}
+	}
+	var zero [wire.DigestSize]byte
+	if h.Program != zero && s.program != zero && h.Program != s.program {
+		return &codes.Error{Code: codes.ProgramMismatch, Op: "join", Rank: slot, Msg: fmt.Sprintf(
+			"slots %d and %d run different programs or arguments: slot %d's digest %x, slot %d's %x",
+			slot, self, slot, h.Program[:], self, s.program[:])}
+	}
+	return nil
+}
+
+// mismatch ends the job for a difference compare found with slot: the
+// peer is refused with it, and every slot this one has a link to is told
+// (an abort, cause failed), so that none takes it for a loss; the join,
+// when under way, ends with it too — this is no wrong peer to wait past.
+func (s *joinState) mismatch(tc *tls.Conn, slot int, err error) {
+	ce := codes.As(err)
+	c := s.c
+	if cur := c.links.cur.Load(); cur != nil {
+		c = cur // the generation the slot is in now
+	}
+	c.end(err, &wire.Reason{Code: ce.Code, Cause: codes.CauseFailed, Rank: int32(s.j.Rank), Msg: ce.Error()})
+	s.refuseConn(tc, slot, err)
+	if !s.c.links.joined.Load() {
+		s.fatal(err)
+	}
+}
+
 // refuseConn tells the peer the code of its refusal, then closes.
 func (s *joinState) refuseConn(tc *tls.Conn, rank int, err error) {
 	s.refused(rank, err)
@@ -497,7 +545,8 @@ func sendFrame(w io.Writer, t wire.Type, j *Job, payload []byte) error {
 // writeHello sends this rank's hello; a listener's with dup set tells the
 // dialer that this connection is not the link (protocol.md §1.6).
 func writeHello(w io.Writer, j *Job, c *Comm, dup bool) error {
-	payload := wire.AppendHello(nil, wire.HelloBody{SilenceMS: uint32(c.silenceMS.Load()), Token: j.Token})
+	s := c.links.hs
+	payload := wire.AppendHello(nil, wire.HelloBody{SilenceMS: uint32(c.silenceMS.Load()), Token: j.Token, Program: s.program, Policy: s.policy})
 	h := wire.Header{Type: wire.Hello, Incarnation: j.Incarnation, Source: uint32(j.Rank), Length: uint32(len(payload))}
 	if dup {
 		h.Flags = wire.FlagDup
@@ -526,9 +575,9 @@ func readHello(r io.Reader, rank int) (_ wire.HelloBody, dup bool, _ error) {
 	if int(h.Source) != rank {
 		return wire.HelloBody{}, false, codes.New(codes.FrameMalformed, "hello says it is from rank %d, its certificate names rank %d", h.Source, rank)
 	}
-	if h.Type == wire.Hello && h.Length > 7+wire.MaxToken {
+	if h.Type == wire.Hello && h.Length > wire.HelloFixed+wire.MaxToken {
 		// Checked before the payload is allocated: a hello is small.
-		return wire.HelloBody{}, false, codes.New(codes.HelloMalformed, "hello is %d bytes, limit %d", h.Length, 7+wire.MaxToken)
+		return wire.HelloBody{}, false, codes.New(codes.HelloMalformed, "hello is %d bytes, limit %d", h.Length, wire.HelloFixed+wire.MaxToken)
 	}
 	p := make([]byte, h.Length)
 	if _, err := io.ReadFull(r, p); err != nil {
@@ -690,6 +739,10 @@ func (s *joinState) dialOnce(ctx context.Context, r int, addr string) (jn joined
 	}); err != nil {
 		s.refuseConn(tc, r, err)
 		return joined{}, err, false
+	}
+	if err := s.compare(r, hello); err != nil {
+		s.mismatch(tc, r, err)
+		return joined{}, err, true
 	}
 	leave()
 	if err := sendFrame(tc, wire.Heartbeat, s.j, nil); err != nil {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"sperli/codes"
 	"sperli/job"
 	"sperli/record"
 )
@@ -57,7 +58,28 @@ func Init(ctx context.Context, j *Job) (_ *Comm, err error) {
 			pr.ctlGone, pr.launcherLost, pr.crashed = gone, launcherLost, crashed
 		}
 	}
+	if j != nil && j.OneProgram && j.ProgramDigest == nil {
+		d, err := executableDigest()
+		if err != nil {
+			return nil, err
+		}
+		j.ProgramDigest = d[:]
+	}
 	return join(ctx, j, pr)
+}
+
+// executableDigest is the program digest of a Go or C rank
+// (docs/protocol.md §3.1.1): the bytes of the executable the process
+// runs and its arguments after the program name.
+func executableDigest() ([job.DigestSize]byte, error) {
+	exe, err := os.Executable()
+	if err == nil {
+		var d [job.DigestSize]byte
+		if d, err = job.FileProgramDigest(exe, os.Args[1:]); err == nil {
+			return d, nil
+		}
+	}
+	return [job.DigestSize]byte{}, codes.Wrap(codes.ProgramMismatch, err, "the program digest of this slot cannot be made (its executable cannot be read: %v); set Job.ProgramDigest", err)
 }
 
 // launcherLost is what a launched rank does when its launcher is gone and

@@ -81,10 +81,12 @@ func TestProtocolExamples(t *testing.T) {
 
 	hello := hexLine(t, blocks[3][0])
 	hl, err := DecodeHello(hello)
-	if err != nil || hl.SilenceMS != 5000 || !bytes.Equal(hl.Token, []byte{0xaa, 0xbb}) {
+	var policy [DigestSize]byte
+	copy(policy[:], bytes.Repeat([]byte{0x5a}, DigestSize))
+	if err != nil || hl.SilenceMS != 5000 || !bytes.Equal(hl.Token, []byte{0xaa, 0xbb}) || hl.Program != ([DigestSize]byte{}) || hl.Policy != policy {
 		t.Errorf("hello example decodes to %+v, %v", hl, err)
 	}
-	if got := AppendHello(nil, HelloBody{SilenceMS: 5000, Token: []byte{0xaa, 0xbb}}); !bytes.Equal(got, hello) {
+	if got := AppendHello(nil, HelloBody{SilenceMS: 5000, Token: []byte{0xaa, 0xbb}, Policy: policy}); !bytes.Equal(got, hello) {
 		t.Errorf("hello encodes to % x, the document says % x", got, hello)
 	}
 

@@ -41,6 +41,7 @@ func FuzzDecode(f *testing.F) {
 
 func FuzzHello(f *testing.F) {
 	f.Add(AppendHello(nil, HelloBody{SilenceMS: 5000, Token: []byte("tok")}))
+	f.Add(AppendHello(nil, HelloBody{SilenceMS: 1, Token: []byte("t"), Program: [DigestSize]byte{1}, Policy: [DigestSize]byte{2}}))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		h, err := DecodeHello(p)
 		if err != nil {

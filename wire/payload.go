@@ -6,33 +6,49 @@ import (
 	"sperli/codes"
 )
 
-// HelloBody is the payload of a hello frame: the sender's silence limit and
-// its join token (encoded by package pki).
+// HelloBody is the payload of a hello frame: the sender's silence limit,
+// its join token (encoded by package pki), and the digests of the program
+// it runs and of its loss policy (protocol.md §3.1), which every slot
+// compares with its own on every link (runtime/join.go).
 type HelloBody struct {
 	SilenceMS uint32
 	Token     []byte
+	// Program is the SHA-256 digest of the sender's program and its
+	// arguments (job.ProgramDigest), or all zero when its job does not
+	// say that every slot runs one program.
+	Program [DigestSize]byte
+	// Policy is the SHA-256 digest of its loss policy (job.PolicyDigest).
+	Policy [DigestSize]byte
 }
 
-// helloVersion is the first byte of a hello payload.
-const helloVersion = 1
+// helloVersion is the first byte of a hello payload (2: the digests).
+const helloVersion = 2
 
 // MaxToken is the largest token a hello may carry.
 const MaxToken = 8192
+
+// DigestSize is the size of a hello's digests (SHA-256).
+const DigestSize = 32
+
+// HelloFixed is a hello payload's size without its token.
+const HelloFixed = 7 + 2*DigestSize
 
 // AppendHello appends the encoded hello payload to b.
 func AppendHello(b []byte, h HelloBody) []byte {
 	b = append(b, helloVersion)
 	b = binary.BigEndian.AppendUint32(b, h.SilenceMS)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(h.Token)))
-	return append(b, h.Token...)
+	b = append(b, h.Token...)
+	b = append(b, h.Program[:]...)
+	return append(b, h.Policy[:]...)
 }
 
 // DecodeHello decodes a hello payload. Anything malformed is H1602. The
 // token aliases p.
 func DecodeHello(p []byte) (HelloBody, error) {
 	var h HelloBody
-	if len(p) < 7 {
-		return h, codes.New(codes.HelloMalformed, "hello is %d bytes, want at least 7", len(p))
+	if len(p) < HelloFixed {
+		return h, codes.New(codes.HelloMalformed, "hello is %d bytes, want at least %d", len(p), HelloFixed)
 	}
 	if p[0] != helloVersion {
 		return h, codes.New(codes.HelloMalformed, "hello version is %d, want %d", p[0], helloVersion)
@@ -42,10 +58,12 @@ func DecodeHello(p []byte) (HelloBody, error) {
 	if n > MaxToken {
 		return h, codes.New(codes.HelloMalformed, "hello token is %d bytes, limit %d", n, MaxToken)
 	}
-	if len(p) != 7+n {
-		return h, codes.New(codes.HelloMalformed, "hello is %d bytes, its token length says %d", len(p), 7+n)
+	if len(p) != HelloFixed+n {
+		return h, codes.New(codes.HelloMalformed, "hello is %d bytes, its token length says %d", len(p), HelloFixed+n)
 	}
-	h.Token = p[7:]
+	h.Token = p[7 : 7+n]
+	copy(h.Program[:], p[7+n:])
+	copy(h.Policy[:], p[7+n+DigestSize:])
 	return h, nil
 }
 

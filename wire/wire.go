@@ -13,7 +13,7 @@ const (
 	HeaderSize = 32        // bytes of every frame header
 	MaxPayload = 16 << 20  // 16,777,216 bytes: the largest payload of any frame
 	MaxTag     = 1<<31 - 1 // the largest message tag
-	Version    = 8         // the protocol version in every header (8: a work queue's start sends every rank the log on disk rank 0 found; 7: alltoall runs by bruck for blocks up to 8 KiB and 4 MiB a rank from 33 ranks; 6: slots are u32 in layouts, agreements and work queue records; 5: a layout's ranks as runs; 4: links on demand — any slot dials, the dup flag, lost and fin frames; 3: agreement decisions are signed and confirmed; 2: the barrier became a dissemination; docs/protocol.md)
+	Version    = 9         // the protocol version in every header (9: the hello carries the digests of the program and the loss policy, compared on every link; 8: a work queue's start sends every rank the log on disk rank 0 found; 7: alltoall runs by bruck for blocks up to 8 KiB and 4 MiB a rank from 33 ranks; 6: slots are u32 in layouts, agreements and work queue records; 5: a layout's ranks as runs; 4: links on demand — any slot dials, the dup flag, lost and fin frames; 3: agreement decisions are signed and confirmed; 2: the barrier became a dissemination; docs/protocol.md)
 	Magic      = "SPRL"    // the first four bytes of every frame
 	MaxText    = 512       // the longest text (a refusal's or abort's message) a frame carries
 )

@@ -57,7 +57,8 @@ func TestDecode(t *testing.T) {
 		{"version 5", with(good, 4, 5), 3, Header{}, codes.FrameMalformed},
 		{"version 6 (before bruck's alltoall to 8 KiB blocks)", with(good, 4, 6), 3, Header{}, codes.FrameMalformed},
 		{"version 7 (before the log on disk at a work queue's start)", with(good, 4, 7), 3, Header{}, codes.FrameMalformed},
-		{"version 9", with(good, 4, 9), 3, Header{}, codes.FrameMalformed},
+		{"version 10", with(good, 4, 10), 3, Header{}, codes.FrameMalformed},
+		{"version 8 (before the digests in the hello)", with(good, 4, 8), 3, Header{}, codes.FrameMalformed},
 		{"version 255", with(good, 4, 255), 3, Header{}, codes.FrameMalformed},
 
 		{"type 0", header(Header{Type: 0, Source: 3}), 3, Header{}, codes.FrameMalformed},
@@ -189,7 +190,7 @@ func TestPutDecode(t *testing.T) {
 func TestPutFields(t *testing.T) {
 	h := Header{Type: Collective, Flags: 0x0102, Incarnation: 0x03040506, Source: 0x0708090a, Tag: 0x0b0c0d0e, Length: 0x0f101112, Seq: 0x131415161718191a}
 	want := []byte{
-		'S', 'P', 'R', 'L', 8, 7, 0x01, 0x02,
+		'S', 'P', 'R', 'L', 9, 7, 0x01, 0x02,
 		0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a,
 		0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11, 0x12,
 		0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a,
@@ -330,50 +331,64 @@ func BenchmarkDecode(b *testing.B) {
 }
 
 func TestHelloRoundTrip(t *testing.T) {
+	var prog, pol [DigestSize]byte
+	for i := range prog {
+		prog[i], pol[i] = byte(i), byte(0xff-i)
+	}
 	for _, h := range []HelloBody{
 		{SilenceMS: 0, Token: []byte{}},
-		{SilenceMS: 5000, Token: []byte("token")},
-		{SilenceMS: 0xffffffff, Token: bytes.Repeat([]byte{0x5a}, MaxToken)},
+		{SilenceMS: 5000, Token: []byte("token"), Policy: pol},
+		{SilenceMS: 0xffffffff, Token: bytes.Repeat([]byte{0x5a}, MaxToken), Program: prog, Policy: pol},
 	} {
 		p := AppendHello(nil, h)
-		if len(p) != 7+len(h.Token) {
-			t.Errorf("AppendHello(%d-byte token) is %d bytes, want %d", len(h.Token), len(p), 7+len(h.Token))
+		if len(p) != HelloFixed+len(h.Token) {
+			t.Errorf("AppendHello(%d-byte token) is %d bytes, want %d", len(h.Token), len(p), HelloFixed+len(h.Token))
 		}
 		got, err := DecodeHello(p)
-		if err != nil || got.SilenceMS != h.SilenceMS || !bytes.Equal(got.Token, h.Token) {
-			t.Errorf("DecodeHello(AppendHello(%d, %d-byte token)) = %d, %d bytes, %v, want the same", h.SilenceMS, len(h.Token), got.SilenceMS, len(got.Token), err)
+		if err != nil || got.SilenceMS != h.SilenceMS || !bytes.Equal(got.Token, h.Token) || got.Program != h.Program || got.Policy != h.Policy {
+			t.Errorf("DecodeHello(AppendHello(%d, %d-byte token, %x, %x)) = %d, %d bytes, %x, %x, %v, want the same", h.SilenceMS, len(h.Token), h.Program, h.Policy, got.SilenceMS, len(got.Token), got.Program, got.Policy, err)
 		}
 	}
-	// AppendHello appends.
-	p := AppendHello([]byte("xy"), HelloBody{SilenceMS: 1, Token: []byte{9}})
-	if want := []byte{'x', 'y', 1, 0, 0, 0, 1, 0, 1, 9}; !bytes.Equal(p, want) {
-		t.Errorf("AppendHello(xy, {1, [9]}) = %x, want %x", p, want)
+	// AppendHello appends, the digests after the token.
+	p := AppendHello([]byte("xy"), HelloBody{SilenceMS: 1, Token: []byte{9}, Program: prog, Policy: pol})
+	want := append([]byte{'x', 'y', 2, 0, 0, 0, 1, 0, 1, 9}, prog[:]...)
+	want = append(want, pol[:]...)
+	if !bytes.Equal(p, want) {
+		t.Errorf("AppendHello(xy, {1, [9], prog, pol}) = %x, want %x", p, want)
 	}
 }
 
 func TestDecodeHello(t *testing.T) {
-	// hello builds a payload by hand: version, silence, stated token length, token.
+	// hello builds a payload by hand: version, silence, stated token
+	// length, token, then the digests (program 0x11…, policy 0x22…).
+	digests := append(bytes.Repeat([]byte{0x11}, DigestSize), bytes.Repeat([]byte{0x22}, DigestSize)...)
 	hello := func(version byte, n uint16, token []byte) []byte {
-		return append([]byte{version, 0, 0, 0x13, 0x88, byte(n >> 8), byte(n)}, token...)
+		p := append([]byte{version, 0, 0, 0x13, 0x88, byte(n >> 8), byte(n)}, token...)
+		return append(p, digests...)
 	}
 	for _, tc := range []struct {
-		name string
-		p    []byte
-		code codes.Code
+		name  string
+		p     []byte
+		code  codes.Code
+		token []byte
 	}{
-		{"empty token", hello(1, 0, nil), 0},
-		{"token", hello(1, 3, []byte("abc")), 0},
-		{"token MaxToken", hello(1, MaxToken, make([]byte, MaxToken)), 0},
-		{"nil", nil, codes.HelloMalformed},
-		{"short 6", hello(1, 0, nil)[:6], codes.HelloMalformed},
-		{"short 1", []byte{1}, codes.HelloMalformed},
-		{"version 0", hello(0, 0, nil), codes.HelloMalformed},
-		{"version 2", hello(2, 3, []byte("abc")), codes.HelloMalformed},
-		{"token shorter than said", hello(1, 4, []byte("abc")), codes.HelloMalformed},
-		{"token longer than said", hello(1, 2, []byte("abc")), codes.HelloMalformed},
-		{"token said 0, 1 byte", hello(1, 0, []byte{0}), codes.HelloMalformed},
-		{"token MaxToken+1", hello(1, MaxToken+1, make([]byte, MaxToken+1)), codes.HelloMalformed},
-		{"token 65535 said, none sent", hello(1, 0xffff, nil), codes.HelloMalformed},
+		{"empty token", hello(2, 0, nil), 0, nil},
+		{"token", hello(2, 3, []byte("abc")), 0, []byte("abc")},
+		{"token MaxToken", hello(2, MaxToken, make([]byte, MaxToken)), 0, make([]byte, MaxToken)},
+		{"nil", nil, codes.HelloMalformed, nil},
+		{"short 70", hello(2, 0, nil)[:70], codes.HelloMalformed, nil},
+		{"no digests", hello(2, 0, nil)[:7], codes.HelloMalformed, nil},
+		{"policy cut", hello(2, 3, []byte("abc"))[:7+3+DigestSize+5], codes.HelloMalformed, nil},
+		{"short 1", []byte{2}, codes.HelloMalformed, nil},
+		{"version 0", hello(0, 0, nil), codes.HelloMalformed, nil},
+		{"version 1", hello(1, 3, []byte("abc")), codes.HelloMalformed, nil},
+		{"version 1 without digests", []byte{1, 0, 0, 0x13, 0x88, 0, 1, 'a'}, codes.HelloMalformed, nil},
+		{"version 3", hello(3, 3, []byte("abc")), codes.HelloMalformed, nil},
+		{"token shorter than said", hello(2, 4, []byte("abc")), codes.HelloMalformed, nil},
+		{"token longer than said", hello(2, 2, []byte("abc")), codes.HelloMalformed, nil},
+		{"token said 0, 1 byte", hello(2, 0, []byte{0}), codes.HelloMalformed, nil},
+		{"token MaxToken+1", hello(2, MaxToken+1, make([]byte, MaxToken+1)), codes.HelloMalformed, nil},
+		{"token 65535 said, none sent", hello(2, 0xffff, nil), codes.HelloMalformed, nil},
 	} {
 		got, err := DecodeHello(tc.p)
 		if c := codes.Of(err); c != tc.code {
@@ -383,8 +398,8 @@ func TestDecodeHello(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if got.SilenceMS != 5000 || !bytes.Equal(got.Token, tc.p[7:]) {
-			t.Errorf("DecodeHello(%s) = %d, %x, want 5000, %x", tc.name, got.SilenceMS, got.Token, tc.p[7:])
+		if got.SilenceMS != 5000 || !bytes.Equal(got.Token, tc.token) || !bytes.Equal(got.Program[:], digests[:DigestSize]) || !bytes.Equal(got.Policy[:], digests[DigestSize:]) {
+			t.Errorf("DecodeHello(%s) = %d, %x, %x, %x, want 5000, %x and the digests", tc.name, got.SilenceMS, got.Token, got.Program, got.Policy, tc.token)
 		}
 	}
 }
@@ -435,7 +450,7 @@ func TestDecodeReason(t *testing.T) {
 		{"code 0", reason(0, 0, ""), codes.FrameMalformed},
 		{"code 1600", reason(1600, 0, ""), codes.FrameMalformed},
 		{"code 1627", reason(1627, 0, ""), 0},
-		{"code 1628", reason(1628, 0, ""), codes.FrameMalformed},
+		{"code 1629", reason(1629, 0, ""), codes.FrameMalformed},
 		{"code 65535", reason(0xffff, 0, ""), codes.FrameMalformed},
 		{"cause 5", reason(1611, 5, ""), codes.FrameMalformed},
 		{"cause 255", reason(1611, 255, ""), codes.FrameMalformed},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sperli/codes"
 	"sperli/job"
 	"sperli/launch"
 	"sperli/runtime"
@@ -186,6 +187,7 @@ Without -n, a .star PROGRAM runs on this machine with no job (comm is None).`,
 	f.StringVar(&o.CheckpointDir, "checkpoint-dir", "", "checkpoint directory; turns on restarts")
 	f.IntVar(&o.RestartMax, "restart-max", 3, "most restarts with --checkpoint-dir")
 	f.IntVar(&o.Spares, "spares", 0, "warm spare slots: a lost rank's place is taken in place, without relaunching the others")
+	f.IntVar(&o.MaxLosses, "max-losses", 0, "end the job (exit 75, no restart) when its K-th loss happens, counted over in-place recoveries and restarts (default: no limit)")
 	f.StringVar(&o.Record, "record", "", "append each generation's layout to this file, one JSON line each")
 	f.BoolVar(&o.Live, "live", false, "show each output line as it comes (whole lines), not rank by rank at the end")
 	f.StringVar(&o.OutputDir, "output-dir", "", "write DIR/rank-<i>.out and rank-<i>.err instead of showing the output")
@@ -274,6 +276,9 @@ func newRank() *cobra.Command {
 
 func runRank(prog string, args, modules []string) int {
 	j, err := job.Read(os.Stdin)
+	if err == nil {
+		err = starProgram(j, prog, args)
+	}
 	if err != nil {
 		return runtime.Exit(nil, err)
 	}
@@ -293,6 +298,28 @@ func runRank(prog string, args, modules []string) int {
 		return runtime.ExitStatus(err)
 	}
 	return runtime.Exit(c, err)
+}
+
+// starProgram gives j the program digest of a Starlark rank: the bytes
+// of its file and its arguments (docs/protocol.md §3.1.1), when the job
+// says every slot runs one program. With the launcher's digest (Program)
+// it is checked before the join: a rank whose file differs from the one
+// the launcher read ends with H1628 before any slot can compute.
+func starProgram(j *job.Job, prog string, args []string) error {
+	if !j.OneProgram {
+		return nil
+	}
+	d, err := job.FileProgramDigest(prog, args)
+	if err != nil {
+		return codes.Wrap(codes.ProgramMismatch, err, "slot %d: the program digest cannot be made: %v", j.Rank, err)
+	}
+	if j.Program != "" && job.DigestHex(d[:]) != j.Program {
+		return &codes.Error{Code: codes.ProgramMismatch, Op: "join", Rank: -1, Msg: fmt.Sprintf(
+			"slot %d runs another program or arguments than the launcher started: %s and its arguments give the digest %x, the launcher's is %s",
+			j.Rank, prog, d[:], j.Program)}
+	}
+	j.ProgramDigest = d[:]
+	return nil
 }
 
 func newJob() *cobra.Command {

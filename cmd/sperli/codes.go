@@ -41,6 +41,7 @@ var advice = map[codes.Code]string{
 	codes.Code(1625): "Writing a checkpoint failed (the disk is full, not writable, or the directory was not given). Check the space and permissions of --checkpoint-dir.",
 	codes.Code(1626): "The communicator was revoked by a rank that saw a failure (SPEC §10.3): shrink() it and go on, or end.",
 	codes.Code(1627): "A joined peer broke the protocol (credit, sizes, records or files that contradict it): a bug or a hostile peer. The offending connection was ended; check that peer's program and binary.",
+	codes.Code(1628): "Two slots of the job run different programs, arguments or loss policies (--spares, --silence, --checkpoint-dir): the line names the slot and both digests. Give every host the same program file or binary and the same arguments; a job that mixes programs by design is made with sperli job make or srun --multi-prog.",
 }
 
 // exitOf says which exit status a rank ending with the code has.

@@ -986,7 +986,7 @@ func sperligo_exit(rc C.int, msg *C.char) C.int {
 		err = errors.New(C.GoString(msg))
 	case lastErr != nil && lastCode == rc:
 		err = lastErr
-	case rc >= 1601 && rc <= 1627:
+	case rc >= 1601 && rc <= 1628:
 		err = codes.New(codes.Code(rc), "the program ended with this code")
 	default:
 		err = fmt.Errorf("libsperli: the program ended with code %d", int(rc))

@@ -71,7 +71,7 @@
  *   negative SPERLI_E_* code for a mistake of the caller — then it did
  *   nothing at all: no byte was sent, the job goes on, every out argument is
  *   untouched unless its text says otherwise, and the same call with right
- *   arguments may follow — or 1601 … 1627, the number of a refusal Hnnnn of
+ *   arguments may follow — or 1601 … 1628, the number of a refusal Hnnnn of
  *   the job (SPEC §13, docs/errors.md; sperli_strerror gives its text,
  *   sperli_last_error the message of the last one). Two exceptions:
  *   SPERLI_E_RECOVERED (-17) is no mistake of the caller but the news that
@@ -281,6 +281,7 @@ typedef struct {
 #define SPERLI_H1625 1625 /* checkpoint storage failed (write, sync, rename, space) */
 #define SPERLI_H1626 1626 /* communicator revoked */
 #define SPERLI_H1627 1627 /* protocol violation by a joined peer (credit, sizes, records or files) */
+#define SPERLI_H1628 1628 /* slots run different programs, arguments or loss policies */
 
 /* ------------------------------------------------------------------------
  * Limits (SPEC §6, §7, §8.3).

@@ -16,7 +16,7 @@
  *      table kept here: slot index and generation in one 64-bit number).
  *
  * Only then is the Go layer called. It answers 0, a code 1601 … 1615 or
- * 1618 … 1627, or SPERLI_E_FINISHED (the runtime's H1617); init also 1616
+ * 1618 … 1628, or SPERLI_E_FINISHED (the runtime's H1617); init also 1616
  * (an environment variable of the runtime out of its range). Anything
  * else is a broken promise of the library and ends the process with
  * abort(3).
@@ -170,7 +170,7 @@ static int gone(int rc, const char *fn) {
         const char *w = strncmp(why, "H1617: ", 7) == 0 ? why + 7 : why;
         return fail(rc, fn, "%s", w);
     }
-    if ((rc >= 1601 && rc <= 1615) || (rc >= 1618 && rc <= 1627)) {
+    if ((rc >= 1601 && rc <= 1615) || (rc >= 1618 && rc <= 1628)) {
         last_code = rc;
         last_from_go = 1;
         return rc;
@@ -1195,6 +1195,7 @@ const char *sperli_strerror(int code) {
     case 1625: return "H1625: checkpoint storage failed (write, sync, rename, space)";
     case 1626: return "H1626: communicator revoked";
     case 1627: return "H1627: protocol violation by a joined peer (credit, sizes, records or files that contradict the protocol)";
+    case 1628: return "H1628: slots run different programs, arguments or loss policies";
     }
     return "unknown code";
 }

@@ -252,7 +252,7 @@ static int bench(int pings, int msgs) {
 int main(int argc, char **argv) {
     if (argc >= 2 && strcmp(argv[1], "codes") == 0) {
         for (int c = SPERLI_E_MODE; c <= SPERLI_NOT_NEEDED; c++) printf("%d\t%s\n", c, sperli_strerror(c));
-        for (int c = 1601; c <= 1627; c++) printf("%d\t%s\n", c, sperli_strerror(c));
+        for (int c = 1601; c <= 1628; c++) printf("%d\t%s\n", c, sperli_strerror(c));
         return 0;
     }
     int mode_echo = argc == 2 && strcmp(argv[1], "echo") == 0;
