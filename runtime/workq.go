@@ -1018,12 +1018,23 @@ func (w *WorkQueue) master(ctx context.Context) error {
 		return nil
 	}
 	// The other ranks' requests are read by a goroutine of their own,
-	// which the master's end withdraws.
+	// which the master's end withdraws, and waits for: its receive is an
+	// open operation until the goroutine has seen the cancel, and a
+	// program that finishes right after the queue would end with it open
+	// (H1617, "recv from rank -1 tag 1": tests/elastic
+	// TestRerunWithoutJobSaysSo, about one run in eight).
 	rctx, stop := context.WithCancel(ctx)
-	defer stop()
+	readDone := make(chan struct{})
+	defer func() {
+		stop()
+		if w.groupSize > 1 {
+			<-readDone
+		}
+	}()
 	readErr := make(chan error, 1)
 	if w.groupSize > 1 {
 		go func() {
+			defer close(readDone)
 			for {
 				b, env, err := w.q.RecvFrom(rctx, AnySource, wqTagReq)
 				if err != nil {
