@@ -191,11 +191,34 @@ func (g *generations) lostProc(p *rankProc, why string) {
 	}
 }
 
-// lostLocked tells onLoss of the loss of slot.
+// lostLocked tells onLoss of the loss of slot, with the rank it served.
 func (g *generations) lostLocked(slot int, why string) {
 	if g.onLoss != nil {
-		g.onLoss(slot, slices.Index(g.ranks, slot), why)
+		g.onLoss(slot, g.rankOfLocked(slot), why)
 	}
+}
+
+// rankOf is the rank slot served last, as far as the launcher knows; -1
+// for a slot that served none.
+func (g *generations) rankOf(slot int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.rankOfLocked(slot)
+}
+
+// rankOfLocked is the rank slot serves in the newest generation a slot
+// reported with it as a rank (-1: none). A generation is said only once
+// every live slot reported it, and a spare that took a rank's place may
+// be lost at its first call in it, before the others' reports came; a
+// slot that served a rank never becomes a spare again.
+func (g *generations) rankOfLocked(slot int) int {
+	newest, rank := g.gen, slices.Index(g.ranks, slot)
+	for gen, r := range g.lines {
+		if i := slices.Index(r.Ranks, slot); i >= 0 && (gen > newest || rank < 0) {
+			newest, rank = gen, i
+		}
+	}
+	return rank
 }
 
 // unsaidLosses returns a line for every slot whose loss the launcher saw

@@ -124,3 +124,22 @@ func reportTo(t *testing.T, g *generations, slot int, r record.Gen) int {
 	gen, _ := g.report(slot, b)
 	return gen
 }
+
+// TestLossNamesTheNewestRole: a spare that takes a rank's place and is
+// killed at its first call in the new generation, before every live slot
+// reported that generation (so before the launcher says it), is named by
+// the rank it serves in it, not as the spare it was.
+func TestLossNamesTheNewestRole(t *testing.T) {
+	g, _ := newTestGenerations(2, 3)
+	type loss struct{ slot, rank int }
+	var got []loss
+	g.onLoss = func(slot, rank int, why string) { got = append(got, loss{slot, rank}) }
+	g.lostProc(&rankProc{rank: 1}, "killed by signal 9 (SIGKILL)")
+	reportTo(t, g, 2, record.Gen{Kind: "generation", Gen: 1, Size: 2, Runs: [][2]int{{0, 1}, {2, 1}}, Spares: []int{3, 4}, Lost: []int{1}})
+	g.lostProc(&rankProc{rank: 2}, "killed by signal 9 (SIGKILL)")
+	g.lostProc(&rankProc{rank: 4}, "killed by signal 9 (SIGKILL)")
+	want := []loss{{1, 1}, {2, 1}, {4, -1}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("losses named (slot, rank) %v, want %v", got, want)
+	}
+}

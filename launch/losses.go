@@ -13,18 +13,29 @@ import (
 // (exit 75, no restart).
 type lossCount struct {
 	max int // 0: no limit
+	// name names a lost slot in the line, when the line is said: by
+	// then every process has ended and its reports were read, so the
+	// rank a spare took at the last moment is known (rank is the one
+	// known when the loss was counted, -1 a spare).
+	name func(slot, rank int) string
 
 	mu     sync.Mutex
 	before int          // the losses of the incarnations before this one
 	slots  map[int]bool // the slots lost in this incarnation
-	last   string       // the loss that reached the limit, said by line
+	last   *countedLoss // the loss that reached the limit
 	said   bool         // line was said
 	once   sync.Once
 	hit    chan struct{}
 }
 
-func newLossCount(max int) *lossCount {
-	return &lossCount{max: max, hit: make(chan struct{})}
+// countedLoss is the loss that reached the limit, and the how many-th.
+type countedLoss struct {
+	slot, rank, n int
+	why           string
+}
+
+func newLossCount(max int, name func(slot, rank int) string) *lossCount {
+	return &lossCount{max: max, name: name, hit: make(chan struct{})}
 }
 
 // nextIncarnation starts the count of a new incarnation: its slots are
@@ -36,9 +47,10 @@ func (c *lossCount) nextIncarnation() {
 	c.slots = nil
 }
 
-// add counts the loss of slot (who says which slot and rank it was, why
-// how it was lost); a slot counts once an incarnation, whoever says it.
-func (c *lossCount) add(slot int, who, why string) {
+// add counts the loss of slot (rank: the rank it served as far as is
+// known now, -1 a spare; why: how it was lost); a slot counts once an
+// incarnation, whoever says it.
+func (c *lossCount) add(slot, rank int, why string) {
 	if c == nil || c.max <= 0 {
 		return
 	}
@@ -52,7 +64,7 @@ func (c *lossCount) add(slot int, who, why string) {
 	}
 	c.slots[slot] = true
 	if n := c.before + len(c.slots); n == c.max {
-		c.last = fmt.Sprintf("--max-losses %d reached: %s lost (%s), the job's %s loss: ending the job", c.max, who, why, ordinal(n))
+		c.last = &countedLoss{slot: slot, rank: rank, n: n, why: why}
 		c.once.Do(func() { close(c.hit) })
 	}
 }
@@ -76,15 +88,17 @@ func (c *lossCount) isReached() bool {
 }
 
 // line returns the line that says the limit was reached, once: "" the
-// second time.
+// second time. The job's processes have ended when it is asked (their
+// reports were read), so it names the loss with what is known then.
 func (c *lossCount) line() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.said || c.last == "" {
+	if c.said || c.last == nil {
 		return ""
 	}
 	c.said = true
-	return c.last
+	l := c.last
+	return fmt.Sprintf("--max-losses %d reached: %s lost (%s), the job's %s loss: ending the job", c.max, c.name(l.slot, l.rank), l.why, ordinal(l.n))
 }
 
 // ordinal is 1st, 2nd, 3rd, 4th … 11th, 12th, 13th, 21st.

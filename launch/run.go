@@ -220,12 +220,13 @@ func Run(ctx context.Context, o Options) int {
 		defer status.stop()
 	}
 	l := &launcher{status: status, every: every, o: o, out: &outputs{stdout: o.Stdout, stderr: o.Stderr, color: o.Color, live: o.Live, verbose: o.Verbose, dir: o.OutputDir, slots: o.Spares > 0},
-		replies: make(chan waitReply, 64), started: time.Now(), losses: newLossCount(o.MaxLosses)}
+		replies: make(chan waitReply, 64), started: time.Now()}
+	l.losses = newLossCount(o.MaxLosses, l.lossName)
 	if status != nil {
 		status.outMu = &l.out.mu
 	}
 	l.gens.say = l.say
-	l.gens.onLoss = func(slot, rank int, why string) { l.losses.add(slot, l.lossWho(slot, rank), why) }
+	l.gens.onLoss = l.losses.add
 	l.out.onGen = l.gens.report
 	l.out.onWaiting = func(rank int, w record.Waiting) {
 		l.waitMu.Lock()
@@ -352,8 +353,18 @@ func (l *launcher) sayLost(rank int, why string) {
 		if !ok {
 			slot = rank
 		}
-		l.losses.add(slot, l.lossWho(slot, rank), why)
+		l.losses.add(slot, rank, why)
 	}
+}
+
+// lossName names a lost slot for the --max-losses line by the newest
+// rank it served that the launcher knows (rank: the one known when the
+// loss was counted).
+func (l *launcher) lossName(slot, rank int) string {
+	if r := l.gens.rankOf(slot); r >= 0 {
+		rank = r
+	}
+	return l.lossWho(slot, rank)
 }
 
 // lossWho names a lost slot for the --max-losses line: "rank 2", or
@@ -1075,7 +1086,7 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 	// it ends the job as a loss (exit 75; a restart may follow).
 	var recovery <-chan time.Time
 	recoveryGen := 0
-	interrupted := false
+	interrupted, limited := false, false
 	code := record.ExitFail // of an interrupted job: 128 + the signal's number for a signal
 	for pending > 0 {
 		select {
@@ -1104,9 +1115,9 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 		case <-lossLimit:
 			lossLimit = nil
 			if !interrupted && !l.stopping {
-				if line := l.losses.line(); line != "" {
-					l.say("%s", line)
-				}
+				// Said once every process has ended (below): a spare
+				// that took a rank at the last moment is named by it.
+				limited = true
 				code = record.ExitLost
 				interrupted = true
 				l.stopAll(procs)
@@ -1137,6 +1148,9 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 	}
 	for _, m := range l.gens.unsaidLosses() {
 		l.say("%s", m)
+	}
+	if line := l.losses.line(); limited && line != "" {
+		l.say("%s", line)
 	}
 	if interrupted {
 		return code, procs, true

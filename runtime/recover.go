@@ -748,8 +748,12 @@ func (r *recovery) switchTo(l elastic.Layout) {
 	r.layout = l
 	c := r.l.genComm(r.job, uint32(l.Gen), l)
 	c.jobPub, c.jobPriv, c.spin, c.failures = old.jobPub, old.jobPriv, old.spin, old.failures
-	r.l.enter(c)
+	// The report goes before the program can see the generation: a slot
+	// that dies at its first call in it (or is killed then) has said, on
+	// its standard error, which rank it serves (the launcher's loss lines
+	// and --max-losses name it so).
 	r.report("generation", "")
+	r.l.enter(c)
 	r.mu.Lock()
 	close(r.changed)
 	r.changed = make(chan struct{})
