@@ -57,7 +57,7 @@ func EnvOf(get func(string) string) Env {
 		PMI: PMIEnv{
 			FD: get("PMI_FD"), Rank: first("PMI_RANK", "SLURM_PROCID"), Size: first("PMI_SIZE", "SLURM_NTASKS"),
 			ResvPorts: get("SLURM_STEP_RESV_PORTS"), LocalID: get("SLURM_LOCALID"),
-			LaunchIP: get("SLURM_LAUNCH_NODE_IPADDR"),
+			LaunchIP: get("SLURM_LAUNCH_NODE_IPADDR"), Spares: get("SPERLI_SPARES"),
 		},
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/hpke"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
@@ -41,6 +42,7 @@ import (
 	"time"
 
 	"sperli/codes"
+	"sperli/pki"
 )
 
 // Limits of the PMI exchange.
@@ -89,18 +91,22 @@ func PMIWanted(stdin *os.File, env Env) bool {
 	return true // a terminal, /dev/null
 }
 
-// pmiSlot is what every slot publishes: where it listens and its public key.
+// pmiSlot is what every slot publishes: where it listens and its public
+// key; a spare also an HPKE public key, to which slot 0 seals the job
+// secret (a spare may become rank 0, which signs the checkpoints).
 type pmiSlot struct {
 	Host string `json:"host"`
 	Port int    `json:"port"`
 	Pub  []byte `json:"pub"`
+	KEM  []byte `json:"kem,omitempty"`
 }
 
 // pmiJob is what slot 0 publishes for all.
 type pmiJob struct {
-	ID    string `json:"job"`
-	Size  int    `json:"size"`
-	Hosts []Host `json:"hosts,omitempty"`
+	ID     string `json:"job"`
+	Size   int    `json:"size"`             // the slots: ranks and spares
+	Spares int    `json:"spares,omitempty"` // the last Spares slots are spares
+	Hosts  []Host `json:"hosts,omitempty"`
 	// Runs is the host table as runs (Compact) when that is shorter —
 	// with srun's reserved ports a run a node, so that what every slot
 	// reads is O(nodes), not O(ranks) (SPEC §18) — and Hosts is empty.
@@ -113,6 +119,10 @@ type pmiJob struct {
 type pmiCert struct {
 	Cert  []byte `json:"cert"`
 	Token []byte `json:"token"`
+	// Secret is, for a spare, the job secret sealed with HPKE to the
+	// spare's KEM key (secretSuite, info secretInfo): only that spare
+	// opens it.
+	Secret []byte `json:"secret,omitempty"`
 }
 
 // pmiRefusal is what slot 0 publishes when it makes no job.
@@ -129,6 +139,7 @@ type PMIEnv struct {
 	ResvPorts string // SLURM_STEP_RESV_PORTS
 	LocalID   string // SLURM_LOCALID
 	LaunchIP  string // SLURM_LAUNCH_NODE_IPADDR
+	Spares    string // SPERLI_SPARES: the last S tasks of the step are spares
 }
 
 // FromPMI makes this process's job description through PMI-1 (SPEC §17),
@@ -156,6 +167,10 @@ func FromPMI(ctx context.Context, e Env) (*Job, error) {
 	if err != nil || rank < 0 || rank >= size {
 		return nil, pmiErr("PMI_RANK is %q, want 0 to %d", env.Rank, size-1)
 	}
+	spares, err := pmiSpares(env.Spares, size)
+	if err != nil {
+		return nil, err
+	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(DefaultJoinMS * time.Millisecond)
@@ -170,15 +185,44 @@ func FromPMI(ctx context.Context, e Env) (*Job, error) {
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	j, err := p.bootstrap(rank, size, e)
+	j, err := p.bootstrap(rank, size, spares, e)
 	if err != nil {
 		return nil, err
 	}
 	return j, nil
 }
 
+// pmiSpares reads SPERLI_SPARES: how many of the step's size tasks, the
+// last ones, are spares (SPEC §10); "" is none. A job keeps one rank at
+// least.
+func pmiSpares(v string, size int) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	s, err := strconv.Atoi(v)
+	if err != nil || s < 0 || s >= size {
+		return 0, pmiErr("SPERLI_SPARES is %q, want 0 to %d: srun -n counts the ranks and the spares, and this step has %d tasks", v, size-1, size)
+	}
+	return s, nil
+}
+
+// The suite the job secret is sealed with to a spare: HPKE (RFC 9180) with
+// the hybrid ML-KEM-768 + X25519 KEM, as the job key itself pairs a
+// classical and a post-quantum signature.
+var (
+	secretKEM  = hpke.MLKEM768X25519()
+	secretKDF  = hpke.HKDFSHA256()
+	secretAEAD = hpke.AES256GCM()
+)
+
+// secretInfo binds a sealed job secret to its job and slot: one sealed for
+// another slot or job does not open.
+func secretInfo(id string, slot int) []byte {
+	return fmt.Appendf(nil, "sperli job secret\x00%s\x00%d", id, slot)
+}
+
 // bootstrap is FromPMI after the environment was read.
-func (p *pmiClient) bootstrap(rank, size int, e Env) (_ *Job, err error) {
+func (p *pmiClient) bootstrap(rank, size, spares int, e Env) (_ *Job, err error) {
 	env := e.PMI
 	if err := p.init(); err != nil {
 		return nil, err
@@ -213,6 +257,14 @@ func (p *pmiClient) bootstrap(rank, size int, e Env) (_ *Job, err error) {
 		}
 	}()
 	self := pmiSlot{Host: host, Port: ln.Addr().(*net.TCPAddr).Port, Pub: pub}
+	spare := rank >= size-spares
+	var kem hpke.PrivateKey
+	if spare {
+		if kem, err = secretKEM.GenerateKey(); err != nil {
+			return nil, pmiErr("making the spare's HPKE key: %v", err)
+		}
+		self.KEM = kem.PublicKey().Bytes()
+	}
 	if err := p.putRecord(pmiKeyPeer+strconv.Itoa(rank), self); err != nil {
 		return nil, err
 	}
@@ -221,7 +273,7 @@ func (p *pmiClient) bootstrap(rank, size int, e Env) (_ *Job, err error) {
 	}
 	var jobSecret []byte
 	if rank == 0 {
-		if jobSecret, err = p.certifyAll(size, e.Refused); err != nil {
+		if jobSecret, err = p.certifyAll(size, spares, e.Refused); err != nil {
 			return nil, err
 		}
 	}
@@ -249,7 +301,15 @@ func (p *pmiClient) bootstrap(rank, size int, e Env) (_ *Job, err error) {
 	if pj.Size != size {
 		return nil, pmiErr("slot 0 made a job of %d ranks, PMI_SIZE is %d", pj.Size, size)
 	}
-	j := &Job{Version: Version, ID: pj.ID, Rank: rank, Size: size, Hosts: pj.Hosts, Runs: pj.Runs}
+	if pj.Spares != spares {
+		return nil, pmiErr("slot 0 made a job with %d spares, SPERLI_SPARES is %q here: give every task of the step the same", pj.Spares, e.PMI.Spares)
+	}
+	if spare {
+		if jobSecret, err = openSecret(kem, pj, pc, rank); err != nil {
+			return nil, err
+		}
+	}
+	j := &Job{Version: Version, ID: pj.ID, Rank: rank, Size: size - spares, Spares: spares, Hosts: pj.Hosts, Runs: pj.Runs}
 	if (pj.Hosts == nil) == (pj.Runs == nil) {
 		return nil, pmiErr("slot 0's job has %d host entries and %d runs, want one of the two", len(pj.Hosts), len(pj.Runs))
 	}
@@ -280,11 +340,32 @@ func (p *pmiClient) bootstrap(rank, size int, e Env) (_ *Job, err error) {
 	return j, nil
 }
 
+// openSecret opens the job secret slot 0 sealed for spare slot: it must be
+// the secret half of the job's key.
+func openSecret(kem hpke.PrivateKey, pj pmiJob, pc pmiCert, slot int) ([]byte, error) {
+	if len(pc.Secret) == 0 {
+		return nil, pmiErr("slot 0 sealed no job secret for spare slot %d", slot)
+	}
+	secret, err := hpke.Open(kem, secretKDF, secretAEAD, secretInfo(pj.ID, slot), pc.Secret)
+	if err != nil {
+		return nil, pmiErr("the job secret slot 0 sealed for spare slot %d does not open: %v", slot, err)
+	}
+	priv, err := pki.UnmarshalPrivateKey(secret)
+	if err != nil {
+		return nil, pmiErr("the job secret slot 0 sealed for spare slot %d: %v", slot, err)
+	}
+	pub, err := priv.Public().MarshalBinary()
+	if err != nil || !bytes.Equal(pub, pj.JobKey) {
+		return nil, pmiErr("the job secret slot 0 sealed for spare slot %d is not the secret half of the job key", slot)
+	}
+	return secret, nil
+}
+
 // certifyAll is slot 0's part: it reads every slot's record, checks the
 // host table, makes the job identity and publishes the job, or publishes
 // why it refuses. It returns the job key's secret half. An error of PMI
 // itself is returned; a refusal is published and returned.
-func (p *pmiClient) certifyAll(size int, refusedEnv string) ([]byte, error) {
+func (p *pmiClient) certifyAll(size, spares int, refusedEnv string) ([]byte, error) {
 	slots := make([]pmiSlot, size)
 	hosts := make([]Host, size)
 	for r := range slots {
@@ -321,6 +402,11 @@ func (p *pmiClient) certifyAll(size int, refusedEnv string) ([]byte, error) {
 		if s.Port < 1 || s.Port > 65535 {
 			return refuse(pmiErr("slot %d published port %d, want 1 to 65535", r, s.Port))
 		}
+		if r >= size-spares {
+			if _, err := secretKEM.NewPublicKey(s.KEM); err != nil {
+				return refuse(pmiErr("spare slot %d published an HPKE key of %d bytes that is not one (%v)", r, len(s.KEM), err))
+			}
+		}
 	}
 	if err := checkHostTable(hosts, refusedEnv); err != nil {
 		return refuse(err)
@@ -348,8 +434,14 @@ func (p *pmiClient) certifyAll(size int, refusedEnv string) ([]byte, error) {
 			return refuse(pmiErr("%v", err))
 		}
 		certs[r] = pmiCert{Cert: der, Token: tok}
+		if r >= size-spares {
+			kem, _ := secretKEM.NewPublicKey(s.KEM) // checked above
+			if certs[r].Secret, err = hpke.Seal(kem, secretKDF, secretAEAD, secretInfo(ident.ID, r), secret); err != nil {
+				return refuse(pmiErr("sealing the job secret for spare slot %d: %v", r, err))
+			}
+		}
 	}
-	pj := pmiJob{ID: ident.ID, Size: size, Hosts: hosts, CA: ident.CA.CertDER, JobKey: pubBytes}
+	pj := pmiJob{ID: ident.ID, Size: size, Spares: spares, Hosts: hosts, CA: ident.CA.CertDER, JobKey: pubBytes}
 	if runs := Compact(hosts); runs != nil {
 		pj.Hosts, pj.Runs = nil, runs
 	}

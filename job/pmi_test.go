@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/hpke"
 	"encoding/base64"
 	"fmt"
 	"net"
@@ -345,6 +346,9 @@ func TestPMIEnvironment(t *testing.T) {
 		{"size too large", PMIEnv{FD: "99", Rank: "0", Size: "9999999"}, `PMI_SIZE is "9999999"`},
 		{"rank outside", PMIEnv{FD: "99", Rank: "2", Size: "2"}, `PMI_RANK is "2"`},
 		{"PMI_FD a pipe", PMIEnv{FD: strconv.Itoa(pipe[0]), Rank: "0", Size: "1"}, "is not a socket"},
+		{"spares not a number", PMIEnv{FD: "99", Rank: "0", Size: "4", Spares: "two"}, `SPERLI_SPARES is "two", want 0 to 3`},
+		{"spares negative", PMIEnv{FD: "99", Rank: "0", Size: "4", Spares: "-1"}, `SPERLI_SPARES is "-1"`},
+		{"spares leave no rank", PMIEnv{FD: "99", Rank: "0", Size: "4", Spares: "4"}, `SPERLI_SPARES is "4", want 0 to 3: srun -n counts the ranks and the spares, and this step has 4 tasks`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := FromPMI(context.Background(), Env{PMI: tc.env})
@@ -641,4 +645,139 @@ func FuzzReservedPort(f *testing.F) {
 			t.Fatalf("reservedPort(%q, %q) = %d, want 1 to 65535", list, local, p)
 		}
 	})
+}
+
+// TestPMISpares: with SPERLI_SPARES=2 the last two of four tasks are
+// spares: every slot's description is a job of 2 ranks and 2 spares, and
+// each spare holds the job secret, which slot 0 sealed to the spare's own
+// HPKE key — no record the process manager holds contains it in the clear.
+func TestPMISpares(t *testing.T) {
+	const n, spares = 4, 2
+	f := newFakePMI(t, n)
+	f.start()
+	res := f.bootAll(pmiCtx(t), func(i int) Env {
+		return Env{PMI: PMIEnv{FD: f.fds[i], Rank: strconv.Itoa(i), Size: strconv.Itoa(n), LaunchIP: "127.0.0.1", Spares: "2"}}
+	}, -1)
+	for i, r := range res {
+		if r.err != nil {
+			t.Fatalf("slot %d: %v", i, r.err)
+		}
+		if r.j.Rank != i || r.j.Size != n-spares || r.j.Spares != spares || r.j.Slots() != n {
+			t.Errorf("slot %d: rank %d size %d spares %d, want slot %d of 2 ranks and 2 spares", i, r.j.Rank, r.j.Size, r.j.Spares, i)
+		}
+		holds := len(r.j.JobSecret) != 0
+		if holds != (i == 0 || i >= n-spares) {
+			t.Errorf("slot %d holds a job secret of %d bytes", i, len(r.j.JobSecret))
+		}
+		if holds && !bytes.Equal(r.j.JobSecret, res[0].j.JobSecret) {
+			t.Errorf("slot %d holds a job secret that is not slot 0's", i)
+		}
+		if err := r.j.Validate(); err != nil {
+			t.Errorf("slot %d: its description does not validate: %v", i, err)
+		}
+	}
+	secret := res[0].j.JobSecret
+	for _, rec := range f.records() {
+		for _, s := range [][]byte{secret, []byte(base64.StdEncoding.EncodeToString(secret)), []byte(base64.RawURLEncoding.EncodeToString(secret))} {
+			if bytes.Contains(rec, s) {
+				t.Errorf("a record published through PMI holds the job secret")
+			}
+		}
+	}
+}
+
+// TestPMISparesDisagree: a task told another SPERLI_SPARES than slot 0
+// fails with H1615 naming the two counts; a task that takes itself for a
+// rank where slot 0 counts it a spare published no HPKE key, and slot 0
+// refuses the job, every slot told why.
+func TestPMISparesDisagree(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		spares func(slot int) string
+		want   func(slot int) string
+	}{
+		{"slot 1 counts one spare", func(i int) string { return map[bool]string{true: "1", false: "2"}[i == 1] },
+			func(i int) string {
+				if i == 1 {
+					return `slot 0 made a job with 2 spares, SPERLI_SPARES is "1" here`
+				}
+				return ""
+			}},
+		{"slot 2 counts none", func(i int) string { return map[bool]string{true: "", false: "2"}[i == 2] },
+			func(int) string { return "spare slot 2 published an HPKE key of 0 bytes that is not one" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakePMI(t, 4)
+			f.start()
+			res := f.bootAll(pmiCtx(t), func(i int) Env {
+				return Env{PMI: PMIEnv{FD: f.fds[i], Rank: strconv.Itoa(i), Size: "4", LaunchIP: "127.0.0.1", Spares: tc.spares(i)}}
+			}, -1)
+			for i, r := range res {
+				want := tc.want(i)
+				if want == "" {
+					if r.err != nil {
+						t.Errorf("slot %d: %v", i, r.err)
+					}
+					continue
+				}
+				if codes.Of(r.err) != codes.JobMalformed || !strings.Contains(fmt.Sprint(r.err), want) {
+					t.Errorf("slot %d: %v, want H1615 saying %q", i, r.err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestOpenSecret: a job secret sealed for one spare opens for that spare
+// of that job only, and must be the secret half of the job key.
+func TestOpenSecret(t *testing.T) {
+	ident, err := NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, secret, err := ident.keys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, otherSecret, err := other.keys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kem, err := secretKEM.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal := func(id string, slot int, plain []byte) []byte {
+		ct, err := hpke.Seal(kem.PublicKey(), secretKDF, secretAEAD, secretInfo(id, slot), plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ct
+	}
+	pj := pmiJob{ID: ident.ID, JobKey: pub}
+	if got, err := openSecret(kem, pj, pmiCert{Secret: seal(ident.ID, 3, secret)}, 3); err != nil || !bytes.Equal(got, secret) {
+		t.Fatalf("the secret sealed for slot 3 opened as %d bytes, %v", len(got), err)
+	}
+	tampered := seal(ident.ID, 3, secret)
+	tampered[len(tampered)-1] ^= 1
+	for _, tc := range []struct {
+		name string
+		ct   []byte
+		want string
+	}{
+		{"none", nil, "slot 0 sealed no job secret for spare slot 3"},
+		{"sealed for slot 2", seal(ident.ID, 2, secret), "does not open"},
+		{"sealed for another job", seal(other.ID, 3, secret), "does not open"},
+		{"tampered", tampered, "does not open"},
+		{"another job's secret", seal(ident.ID, 3, otherSecret), "is not the secret half of the job key"},
+		{"not a key", seal(ident.ID, 3, []byte("not a key")), "the job secret slot 0 sealed for spare slot 3: "},
+	} {
+		if _, err := openSecret(kem, pj, pmiCert{Secret: tc.ct}, 3); codes.Of(err) != codes.JobMalformed || !strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("%s: %v, want H1615 saying %q", tc.name, err, tc.want)
+		}
+	}
 }

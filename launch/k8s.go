@@ -35,7 +35,8 @@ const kubeMount = "/etc/sperli"
 // name is the pods' subdomain (pod i is NAME-i.NAME in DNS, the host of
 // rank i), a Secret with every rank's description, and an Indexed Job with
 // completions = parallelism = N+S, restartPolicy Never and backoffLimit 0
-// (a failed rank fails the job: the others see the loss), whose pod i runs
+// (a failed rank fails the job: the others see the loss; with spares the
+// limits of kubeLimits), whose pod i runs
 // the program with rank-$JOB_COMPLETION_INDEX.job on its standard input.
 // It returns the file's path.
 func MakeKube(o MakeOptions, k KubeOptions) (string, error) {
@@ -192,8 +193,7 @@ spec:
   completionMode: Indexed
   completions: %[3]d
   parallelism: %[3]d
-  backoffLimit: 0
-  template:
+%[9]s  template:
     metadata:
       labels:
         sperli-job: %[2]s
@@ -221,6 +221,22 @@ spec:
         secret:
           secretName: %[8]s
           defaultMode: 256
-`, q(name), q(id), slots, q(k.Image), q(script), KubePort, q(kubeMount), q(secret))
+`, q(name), q(id), slots, q(k.Image), q(script), KubePort, q(kubeMount), q(secret), kubeLimits(slots-k.Spares, k.Spares))
 	return b.String()
+}
+
+// kubeLimits is what ends the Job. Without spares a failed pod fails it
+// (backoffLimit 0: the others see the loss and end too, and no rank is
+// started again with the same token). With S spares a lost pod is a loss
+// the job recovers from in place: each index runs once
+// (backoffLimitPerIndex 0), up to S indexes may fail (maxFailedIndexes;
+// one more fails the Job and ends its pods), and the Job succeeds once n
+// indexes did (successPolicy) — the ranks of the last generation, since
+// a spare that served no rank ends only after every rank finished; the
+// pods still running then, spares, are ended.
+func kubeLimits(n, spares int) string {
+	if spares == 0 {
+		return "  backoffLimit: 0\n"
+	}
+	return fmt.Sprintf("  backoffLimitPerIndex: 0\n  maxFailedIndexes: %d\n  successPolicy:\n    rules:\n    - succeededCount: %d\n", spares, n)
 }

@@ -154,8 +154,23 @@ func checkSlots(t *testing.T, m *manifest, name string, ranks, spares int) {
 	if spec.Completions == nil || spec.Parallelism == nil || int(*spec.Completions) != n || int(*spec.Parallelism) != n {
 		t.Errorf("completions %v parallelism %v, want both %d (every rank at once)", spec.Completions, spec.Parallelism, n)
 	}
-	if spec.BackoffLimit == nil || *spec.BackoffLimit != 0 {
-		t.Errorf("backoffLimit %v, want 0: a rank that failed is not started again with the same token", spec.BackoffLimit)
+	if spares == 0 {
+		if spec.BackoffLimit == nil || *spec.BackoffLimit != 0 || spec.BackoffLimitPerIndex != nil || spec.SuccessPolicy != nil {
+			t.Errorf("backoffLimit %v, per index %v, success policy %v: want 0, none and none: a rank that failed is not started again with the same token, and fails the Job", spec.BackoffLimit, spec.BackoffLimitPerIndex, spec.SuccessPolicy)
+		}
+	} else {
+		// A lost pod is a loss the job recovers from: its index is not
+		// run again, the Job lives on while at most S indexes failed, and
+		// succeeds once the N ranks did.
+		if spec.BackoffLimit != nil || spec.BackoffLimitPerIndex == nil || *spec.BackoffLimitPerIndex != 0 {
+			t.Errorf("backoffLimit %v, backoffLimitPerIndex %v: want none and 0 (an index runs once; a failed pod does not fail the Job)", spec.BackoffLimit, spec.BackoffLimitPerIndex)
+		}
+		if spec.MaxFailedIndexes == nil || int(*spec.MaxFailedIndexes) != spares {
+			t.Errorf("maxFailedIndexes %v, want %d (the spares)", spec.MaxFailedIndexes, spares)
+		}
+		if p := spec.SuccessPolicy; p == nil || len(p.Rules) != 1 || p.Rules[0].SucceededIndexes != nil || p.Rules[0].SucceededCount == nil || int(*p.Rules[0].SucceededCount) != ranks {
+			t.Errorf("successPolicy %+v, want one rule: succeededCount %d (the ranks)", p, ranks)
+		}
 	}
 	if pod.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("restartPolicy %q, want Never", pod.RestartPolicy)

@@ -24,6 +24,7 @@ var (
 	hold    string
 	csum    string
 	sum     string
+	spares  string // testdata/spares.star
 	baseEnv []string
 	cl      *cluster
 )
@@ -100,6 +101,7 @@ func testMain(m *testing.M) int {
 		}
 	}
 	sum = filepath.Join(root, "scripts", "examples", "sum.star")
+	spares = filepath.Join(root, "tests", "slurm", "testdata", "spares.star")
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "SLURM_") || strings.HasPrefix(k, "PMI_") || strings.HasPrefix(k, "SPERLI_") || k == "TMPDIR" || k == "XDG_CACHE_HOME" {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -421,5 +422,74 @@ srun --mpi=pmi2 -K %s rank %s
 	if b, err := os.ReadFile(out); err != nil || string(b) != golden+"\n" {
 		t.Errorf("the job's output is %q (%v), want %q", b, err, golden)
 	}
+	p.checkClean()
+}
+
+// TestSparesReplaceANode: srun -n 6 with SPERLI_SPARES=2 is a job of 4
+// ranks and 2 spares, the spares the last two tasks (node 3). Once every
+// rank is in the program, the ranks of node 1 (ranks 0 and 1) are killed
+// from outside: the spares take their places in place, in generation 1
+// — slot 4 rank 0, slot 5 rank 1 — and the job ends with the four ranks'
+// sum, without srun -K ending the step. The new rank 0 holds the job
+// secret (sealed to it by slot 0 through PMI), so it could sign a
+// checkpoint; TestPMISpares in package job checks that part.
+func TestSparesReplaceANode(t *testing.T) {
+	p := newPlace(t, "SPERLI_SPARES=2")
+	base := filepath.Dir(p.work)
+	ready := filepath.Join(base, "ready")
+	if err := os.MkdirAll(ready, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := p.start("--mpi=pmi2", "-N", "3", "--ntasks-per-node=2", "-n", "6", "-D", base, sperli, "rank", spares)
+	if !waitFor(timeout, func() bool {
+		ents, _ := os.ReadDir(ready)
+		return len(ents) == 4
+	}) {
+		testbin.KillTree(s.Cmd.Process.Pid)
+		<-s.Done()
+		t.Fatalf("the 4 ranks did not all reach their program within %v\nstdout:\n%s\nstderr:\n%s", timeout, &s.Stdout, &s.Stderr)
+	}
+	for _, slot := range []int{0, 1, 2, 3} {
+		if _, err := os.Stat(filepath.Join(ready, fmt.Sprintf("slot-%d", slot))); err != nil {
+			t.Errorf("slot %d: %v", slot, err)
+		}
+	}
+	// The node's ranks: the sperli processes in node 1's namespace.
+	var killed []int
+	for _, pid := range nsPIDs(nodeNS(1)) {
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); exe == sperli {
+			killed = append(killed, pid)
+		}
+	}
+	if len(killed) != 2 {
+		testbin.KillTree(s.Cmd.Process.Pid)
+		<-s.Done()
+		t.Fatalf("node 1 runs %d sperli processes (%v), want its 2 ranks", len(killed), killed)
+	}
+	for _, pid := range killed {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := s.Wait(t, timeout)
+	want := []string{
+		"rank 0 slot 4 generation 1 ranks [4, 5, 2, 3] spares [] sum 10",
+		"rank 1 slot 5 generation 1 ranks [4, 5, 2, 3] spares [] sum 10",
+		"rank 2 slot 2 generation 1 ranks [4, 5, 2, 3] spares [] sum 10",
+		"rank 3 slot 3 generation 1 ranks [4, 5, 2, 3] spares [] sum 10",
+	}
+	got := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("the ranks of generation 1 said\n  %s\nwant\n  %s\n%v", strings.Join(got, "\n  "), strings.Join(want, "\n  "), r)
+	}
+	// srun: the two killed tasks, and no task that exited with a code.
+	if !regexp.MustCompile(`(?m)tasks 0-1: Killed$`).MatchString(r.Stderr) {
+		t.Errorf("srun does not say tasks 0-1 were killed:\n%s", r.Stderr)
+	}
+	if strings.Contains(r.Stderr, "Exited with exit code") {
+		t.Errorf("a task that was not killed failed:\n%s", r.Stderr)
+	}
+	os.RemoveAll(ready)
 	p.checkClean()
 }
