@@ -307,7 +307,12 @@ func (g *generations) inPlace() bool {
 	return g.spares > 0 && !g.returning
 }
 
-// replaced reports whether slot was lost and replaced in place.
+// replaced reports whether slot was lost and replaced in place: said
+// so, or named lost by a generation a slot reported that is not said yet
+// — a generation is held until the lost slot's process has ended (its
+// own cause is said with it), and a slot the others declared lost while
+// it lived (starved past the silence limit) ends by itself, with H1611,
+// before that: its end is that of a replaced slot, not a failure.
 func (g *generations) replaced(slot int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -315,7 +320,15 @@ func (g *generations) replaced(slot int) bool {
 		_, lost := g.lostAt[slot]
 		return lost || g.gone[slot]
 	}
-	return g.gone[slot]
+	if g.gone[slot] {
+		return true
+	}
+	for gen, r := range g.lines {
+		if gen > g.gen && slices.Contains(r.Lost, slot) {
+			return true
+		}
+	}
+	return false
 }
 
 // report takes one report line of slot. For a generation the slot

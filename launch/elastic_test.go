@@ -143,3 +143,26 @@ func TestLossNamesTheNewestRole(t *testing.T) {
 		t.Fatalf("losses named (slot, rank) %v, want %v", got, want)
 	}
 }
+
+// TestZombieOfAHeldGeneration: a live slot the others declared lost (a
+// false loss: it was starved past the silence limit) ends by itself with
+// H1611 once it learns it was left. When it ends before the launcher said
+// the generation that left it — the line is held until the lost slot's
+// process has ended, to say its own cause — its end is still that of a
+// replaced slot, not a failure that ends the job.
+func TestZombieOfAHeldGeneration(t *testing.T) {
+	g, said := newTestGenerations(3, 1)
+	g.procs[1] = &rankProc{rank: 1} // running: the line is held until it ends
+	for _, s := range []int{0, 2, 3} {
+		reportTo(t, g, s, record.Gen{Kind: "generation", Gen: 1, Size: 3, Runs: [][2]int{{0, 1}, {3, 1}, {2, 1}}, Spares: []int{}, Lost: []int{1}})
+	}
+	if !g.replaced(1) {
+		t.Fatal("slot 1, named lost by every live slot's report of generation 1, is not taken as replaced")
+	}
+	if g.replaced(0) || g.replaced(3) {
+		t.Fatal("a slot of generation 1 is taken as replaced")
+	}
+	if n := len(said.lines()); n != 0 {
+		t.Fatalf("the generation was said before the lost slot ended: %q", said.lines())
+	}
+}
