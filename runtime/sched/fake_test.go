@@ -74,7 +74,11 @@ type fakeLink struct {
 	// failTake-th Take return errInjected (0: never).
 	failSend, failTake int
 	sends, takes       int
-	sent               []sentFrame
+	// events counts this rank's Sends and Takes; firstResult is the event
+	// of its first Send of a result (ack) and lastData that of its last
+	// Take of a contribution (no ack): the order of its pipeline.
+	events, firstResult, lastData int
+	sent                          []sentFrame
 	// partners are the ranks this rank sent to or took from; named are
 	// those the schedule named in Partners, and unnamed those it used
 	// before naming them.
@@ -114,6 +118,10 @@ func (l *fakeLink) Describe() string { return "fake " + l.kind.String() }
 
 func (l *fakeLink) Send(to int, ack bool, data []byte) error {
 	l.sends++
+	l.events++
+	if ack && l.firstResult == 0 {
+		l.firstResult = l.events
+	}
 	if l.sends == l.failSend {
 		return errInjected
 	}
@@ -149,8 +157,12 @@ func (l *fakeLink) Take(from int) (Frame, error) {
 	}
 	l.use(from)
 	p := l.net.pipe(from, l.rank)
+	l.events++
 	select {
 	case f := <-p:
+		if !f.Ack {
+			l.lastData = l.events
+		}
 		return f, nil
 	case <-l.net.ctx.Done():
 		// A frame sent before the job ended counts, so that what a rank

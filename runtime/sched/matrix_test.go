@@ -382,3 +382,47 @@ func checkResult(t *testing.T, kind Kind, r int, got []byte, err error, want []b
 		t.Errorf("%s at rank %d = %d bytes, want %d; first difference at byte %d", kind, r, len(got), len(want), i)
 	}
 }
+
+// TestBlocksSendAsFolded: the block schedule of a large reduction sends
+// each folded chunk of a rank's block on (to every rank, or to the root)
+// before it has taken the contributions of its block's later chunks, so
+// that the results' sealing overlaps the opening and folding of the rest;
+// the results stay the rank-order fold.
+func TestBlocksSendAsFolded(t *testing.T) {
+	const n = 3
+	size := n * 3 * chunk // three chunks a block
+	fold := &testFold{t: t, name: "float64-sum", op: func(a, b uint64) uint64 { return math.Float64bits(f64(a) + f64(b)) }}
+	for _, kind := range []Kind{Allreduce, Reduce} {
+		t.Run(kind.String(), func(t *testing.T) {
+			data := make([][]byte, n)
+			for r := range data {
+				data[r] = AlignedBytes(size)
+				w := words(data[r])
+				for i := range w {
+					w[i] = math.Float64bits(1/float64(1+r+i%97) + float64(r))
+				}
+			}
+			links, res, errs := run(t, n, func(l *fakeLink) Call {
+				l.desc = size
+				return Call{Kind: kind, Root: 1, Data: data[l.rank], Fold: fold}
+			})
+			want := wantFold(fold.op, data)
+			for r, l := range links {
+				if errs[r] != nil {
+					t.Fatalf("rank %d: %v", r, errs[r])
+				}
+				if kind == Allreduce || r == 1 {
+					if !bytes.Equal(res[r], want) {
+						t.Errorf("rank %d: the result is not the rank-order fold", r)
+					}
+				}
+				if kind == Reduce && r == 1 {
+					continue // the root sends no result
+				}
+				if l.firstResult == 0 || l.firstResult > l.lastData {
+					t.Errorf("rank %d: first result sent at event %d, last contribution taken at %d: want the result first", r, l.firstResult, l.lastData)
+				}
+			}
+		})
+	}
+}

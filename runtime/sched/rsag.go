@@ -21,7 +21,12 @@ func block(size, e, n, j int) (lo, hi int) {
 
 // foldBlocks is the first phase: it returns a new buffer of len(data)
 // bytes that holds, at this rank's block, the fold of every rank's block.
-func foldBlocks(l Link, fold Fold, data []byte) ([]byte, error) {
+// It calls folded with each chunk of that block, res[lo:hi], as soon as
+// the chunk's fold is done (nothing writes to it again), so that the
+// second phase sends it while the next chunks are taken and folded: the
+// sealing of the results overlaps the opening and folding of the
+// contributions instead of following all of them. folded may be nil.
+func foldBlocks(l Link, fold Fold, data []byte, folded func(res []byte, lo, hi int) error) ([]byte, error) {
 	n, me, e := l.Size(), l.Rank(), fold.Elem()
 	for s := 1; s < n; s++ {
 		j := (me + s) % n
@@ -62,26 +67,35 @@ func foldBlocks(l Link, fold Fold, data []byte) ([]byte, error) {
 				l.Release(f)
 			}
 		}
-	}
-	return res, nil
-}
-
-// allreduceBlocks is foldBlocks, then every rank's block to every rank.
-func allreduceBlocks(l Link, c Call) ([]byte, error) {
-	data := c.Data
-	res, err := foldBlocks(l, c.Fold, data)
-	if err != nil {
-		return nil, err
-	}
-	n, me, e := l.Size(), l.Rank(), c.Fold.Elem()
-	lo, hi := block(len(data), e, n, me)
-	for s := 1; s < n; s++ {
-		for _, ch := range chunks(hi - lo) {
-			if err := l.Send((me+s)%n, true, res[lo+ch[0]:lo+ch[1]]); err != nil {
+		if folded != nil {
+			if err := folded(res, lo+ch[0], lo+ch[1]); err != nil {
 				return nil, err
 			}
 		}
 	}
+	return res, nil
+}
+
+// allreduceBlocks is foldBlocks, every folded chunk of this rank's block
+// sent to every rank as it is done, then the other ranks' blocks taken.
+// The frames a rank sends to another are the same, in the same order, as
+// when the results went out after the whole fold: its contributions to
+// that rank's block (all sent before it folds), then its block's chunks.
+func allreduceBlocks(l Link, c Call) ([]byte, error) {
+	data := c.Data
+	n, me := l.Size(), l.Rank()
+	res, err := foldBlocks(l, c.Fold, data, func(res []byte, lo, hi int) error {
+		for s := 1; s < n; s++ {
+			if err := l.Send((me+s)%n, true, res[lo:hi]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := c.Fold.Elem()
 	for s := 1; s < n; s++ {
 		from := (me - s + n) % n
 		lo, hi := block(len(data), e, n, from)
@@ -92,21 +106,20 @@ func allreduceBlocks(l Link, c Call) ([]byte, error) {
 	return res, nil
 }
 
-// reduceBlocks is foldBlocks, then every block to the root.
+// reduceBlocks is foldBlocks, every folded chunk sent to the root as it
+// is done.
 func reduceBlocks(l Link, c Call) ([]byte, error) {
 	data, root := c.Data, c.Root
-	res, err := foldBlocks(l, c.Fold, data)
+	n, me, e := l.Size(), l.Rank(), c.Fold.Elem()
+	var toRoot func(res []byte, lo, hi int) error
+	if me != root {
+		toRoot = func(res []byte, lo, hi int) error { return l.Send(root, true, res[lo:hi]) }
+	}
+	res, err := foldBlocks(l, c.Fold, data, toRoot)
 	if err != nil {
 		return nil, err
 	}
-	n, me, e := l.Size(), l.Rank(), c.Fold.Elem()
 	if me != root {
-		lo, hi := block(len(data), e, n, me)
-		for _, ch := range chunks(hi - lo) {
-			if err := l.Send(root, true, res[lo+ch[0]:lo+ch[1]]); err != nil {
-				return nil, err
-			}
-		}
 		return nil, nil
 	}
 	for r := range n {
@@ -123,7 +136,7 @@ func reduceBlocks(l Link, c Call) ([]byte, error) {
 // reduceScatterBlocks is foldBlocks alone: this rank's block is its part
 // (ReduceScatter's blocks are equal, as block cuts them then).
 func reduceScatterBlocks(l Link, c Call) ([]byte, error) {
-	res, err := foldBlocks(l, c.Fold, c.Data)
+	res, err := foldBlocks(l, c.Fold, c.Data, nil)
 	if err != nil {
 		return nil, err
 	}
