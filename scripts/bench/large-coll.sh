@@ -9,7 +9,10 @@
 # For RANKS ranks: allreduce (int64, sum) of 16 MB, bcast of 16 MB from
 # rank 0, allgather of 16 MB in all (16 MB / RANKS from each rank) and
 # barrier; REPEAT (default 3) runs of each system, alternated; each line
-# is one run's per-call time in µs: "SYSTEM OP BYTES RANKS US".
+# is one run's per-call time in µs: "SYSTEM OP BYTES RANKS US". ITERS
+# (default 10) is the timed calls of each large collective, after one
+# warm-up: the first calls of a rank process fault its heap in, so ten
+# calls measure mostly that, and some 60 the steady state.
 set -eu
 cd "$(dirname "$0")/../.."
 n=$1
@@ -20,7 +23,8 @@ mkdir -p "$work"
 [ -x "$work/mpi_coll" ] || mpicc -O2 -o "$work/mpi_coll" scripts/bench/mpi_coll.c
 per=$((16000000 / n / 8 * 8))
 barriers=$((n < 4 ? 2000 : 500))
-specs="allreduce-int64:16000000:10 bcast:16000000:10 allgather:$per:10 barrier:0:$barriers"
+it=${ITERS:-10}
+specs="allreduce-int64:16000000:$it bcast:16000000:$it allgather:$per:$it barrier:0:$barriers"
 i=0
 while [ "$i" -lt "$REPEAT" ]; do
 	# shellcheck disable=SC2086
