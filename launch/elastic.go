@@ -28,19 +28,24 @@ type generations struct {
 	// spare) and why (--max-losses, losses.go); called under mu.
 	onLoss func(slot, rank int, why string)
 
-	mu      sync.Mutex
-	job     string
-	spares  int
-	procs   []*rankProc
-	gen     int   // the last generation said
-	ranks   []int // its layout
-	prev    string
-	seen    map[int]map[int]bool // generation → slots that reported it
-	first   map[int]time.Time    // generation → its first report
-	lines   map[int]record.Gen   // generation → its first report
-	lostAt  map[int]time.Time    // slot → when its process was seen to end
-	lostWhy map[int]string
-	gone    map[int]bool // slots lost and replaced in place
+	mu     sync.Mutex
+	job    string
+	spares int
+	procs  []*rankProc
+	gen    int   // the last generation said
+	ranks  []int // its layout
+	prev   string
+	seen   map[int]map[int]bool // generation → slots that reported it
+	first  map[int]time.Time    // generation → its first report
+	// complete is when every live slot had reported a generation: its
+	// "back in" ends there, also when its line is held (below) until a
+	// lost slot's process ends — a stopped one never does.
+	complete map[int]time.Time
+	clock    func() time.Time   // time.Now; tests set their own
+	lines    map[int]record.Gen // generation → its first report
+	lostAt   map[int]time.Time  // slot → when its process was seen to end
+	lostWhy  map[int]string
+	gone     map[int]bool // slots lost and replaced in place
 	// goneCh is signalled when gone grows (the wait loop ends replaced
 	// slots' processes that are left: endReplaced).
 	goneCh chan struct{}
@@ -89,6 +94,7 @@ func (g *generations) start(job string, inc uint32, n, spares int, procs []*rank
 		g.restarted = time.Time{}
 	}
 	g.seen, g.first, g.lines = map[int]map[int]bool{}, map[int]time.Time{}, map[int]record.Gen{}
+	g.complete = nil
 	g.lostAt, g.lostWhy, g.gone = map[int]time.Time{}, map[int]string{}, map[int]bool{}
 	g.endedSeen, g.held = map[int]bool{}, nil
 	g.ranks = make([]int, n)
@@ -186,7 +192,7 @@ func (g *generations) lostProc(p *rankProc, why string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.lostAt[p.rank]; !ok {
-		g.lostAt[p.rank], g.lostWhy[p.rank] = time.Now(), why
+		g.lostAt[p.rank], g.lostWhy[p.rank] = g.now(), why
 		g.lostLocked(p.rank, why)
 	}
 }
@@ -446,7 +452,7 @@ func (g *generations) seenLocked(slot int, r record.Gen) {
 		return
 	}
 	if g.seen[r.Gen] == nil {
-		g.seen[r.Gen], g.first[r.Gen], g.lines[r.Gen] = map[int]bool{}, time.Now(), r
+		g.seen[r.Gen], g.first[r.Gen], g.lines[r.Gen] = map[int]bool{}, g.now(), r
 	}
 	g.seen[r.Gen][slot] = true
 	g.trySayLocked(r)
@@ -508,6 +514,12 @@ func (g *generations) trySayLocked(r record.Gen) {
 		if !g.seen[r.Gen][s] {
 			return
 		}
+	}
+	if _, ok := g.complete[r.Gen]; !ok {
+		if g.complete == nil {
+			g.complete = map[int]time.Time{}
+		}
+		g.complete[r.Gen] = g.now()
 	}
 	for _, s := range r.Lost {
 		if s >= 0 && s < len(g.procs) && g.procs[s] != nil && !g.endedSeen[s] {
@@ -574,14 +586,27 @@ func (g *generations) sayLocked(r record.Gen) {
 		}
 	}
 	shrunk := len(r.Ranks) < len(g.ranks)
+	end, ok := g.complete[r.Gen]
+	if !ok {
+		end = g.now()
+	}
+	back := end.Sub(since).Milliseconds()
 	g.gen, g.ranks = r.Gen, r.Ranks
 	g.writeFirstLocked(true)
 	g.writeLocked(r.Gen, r.Ranks, r.Spares, r.Lost, r.Cause)
 	if shrunk {
-		g.say("generation %d: %s; shrunk to %d ranks; back in %d ms", r.Gen, strings.Join(parts, "; "), len(r.Ranks), time.Since(since).Milliseconds())
+		g.say("generation %d: %s; shrunk to %d ranks; back in %d ms", r.Gen, strings.Join(parts, "; "), len(r.Ranks), back)
 	} else {
-		g.say("generation %d: %s; back in %d ms", r.Gen, strings.Join(parts, "; "), time.Since(since).Milliseconds())
+		g.say("generation %d: %s; back in %d ms", r.Gen, strings.Join(parts, "; "), back)
 	}
+}
+
+// now is the launcher's clock for the generations' times.
+func (g *generations) now() time.Time {
+	if g.clock != nil {
+		return g.clock()
+	}
+	return time.Now()
 }
 
 func causeOf(causes string, slot int) string {

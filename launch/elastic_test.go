@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"sperli/record"
 )
@@ -164,5 +165,30 @@ func TestZombieOfAHeldGeneration(t *testing.T) {
 	}
 	if n := len(said.lines()); n != 0 {
 		t.Fatalf("the generation was said before the lost slot ended: %q", said.lines())
+	}
+}
+
+// TestBackInOfAHeldGeneration: a generation whose lost slot's process has
+// not ended (stopped: it never ends by itself) is said later, with the
+// launcher's own sight of the loss; its "back in" is still the time from
+// its first report to the last live slot's, not to when the line is said.
+func TestBackInOfAHeldGeneration(t *testing.T) {
+	g, said := newTestGenerations(2, 1)
+	at := time.Unix(1000, 0)
+	g.clock = func() time.Time { return at }
+	g.procs[1] = &rankProc{rank: 1} // stopped: the line is held
+	gen1 := record.Gen{Kind: "generation", Gen: 1, Size: 2, Runs: [][2]int{{0, 1}, {2, 1}}, Spares: []int{}, Lost: []int{1}}
+	reportTo(t, g, 0, gen1)
+	at = at.Add(7 * time.Millisecond)
+	reportTo(t, g, 2, gen1)
+	if n := len(said.lines()); n != 0 {
+		t.Fatalf("said before the lost slot's process ended: %q", said.lines())
+	}
+	at = at.Add(9 * time.Second)
+	g.lostProc(&rankProc{rank: 1}, "killed by signal 9 (SIGKILL)")
+	g.procEnded(&rankProc{rank: 1})
+	lines := said.lines()
+	if want := "generation 1: rank 1 (slot 1 on ) lost: killed by signal 9 (SIGKILL); slot 2 on ? takes rank 1; back in 7 ms"; len(lines) != 1 || lines[0] != want {
+		t.Fatalf("said %q, want generation 1 with the launcher's cause and back in 7 ms", lines)
 	}
 }
