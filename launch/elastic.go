@@ -313,12 +313,7 @@ func (g *generations) inPlace() bool {
 	return g.spares > 0 && !g.returning
 }
 
-// replaced reports whether slot was lost and replaced in place: said
-// so, or named lost by a generation a slot reported that is not said yet
-// — a generation is held until the lost slot's process has ended (its
-// own cause is said with it), and a slot the others declared lost while
-// it lived (starved past the silence limit) ends by itself, with H1611,
-// before that: its end is that of a replaced slot, not a failure.
+// replaced reports whether slot was lost and replaced in place, as said.
 func (g *generations) replaced(slot int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -326,9 +321,22 @@ func (g *generations) replaced(slot int) bool {
 		_, lost := g.lostAt[slot]
 		return lost || g.gone[slot]
 	}
-	if g.gone[slot] {
+	return g.gone[slot]
+}
+
+// leftBehind reports whether slot was replaced, or is named lost by a
+// generation a slot reported that is not said yet — a generation is held
+// until the lost slot's process has ended (its own cause is said with
+// it), and a slot the others declared lost while it lived (starved past
+// the silence limit) ends by itself, with H1611, before that: its end is
+// that of a replaced slot, not a failure. (endReplaced asks replaced: a
+// zombie is ended only once its generation is said.)
+func (g *generations) leftBehind(slot int) bool {
+	if g.replaced(slot) {
 		return true
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for gen, r := range g.lines {
 		if gen > g.gen && slices.Contains(r.Lost, slot) {
 			return true

@@ -157,11 +157,14 @@ func TestZombieOfAHeldGeneration(t *testing.T) {
 	for _, s := range []int{0, 2, 3} {
 		reportTo(t, g, s, record.Gen{Kind: "generation", Gen: 1, Size: 3, Runs: [][2]int{{0, 1}, {3, 1}, {2, 1}}, Spares: []int{}, Lost: []int{1}})
 	}
-	if !g.replaced(1) {
-		t.Fatal("slot 1, named lost by every live slot's report of generation 1, is not taken as replaced")
+	if !g.leftBehind(1) {
+		t.Fatal("slot 1, named lost by every live slot's report of generation 1, is not taken as left behind")
 	}
-	if g.replaced(0) || g.replaced(3) {
-		t.Fatal("a slot of generation 1 is taken as replaced")
+	if g.leftBehind(0) || g.leftBehind(3) {
+		t.Fatal("a slot of generation 1 is taken as left behind")
+	}
+	if g.replaced(1) {
+		t.Fatal("slot 1 is taken as replaced (to be ended) before its generation is said")
 	}
 	if n := len(said.lines()); n != 0 {
 		t.Fatalf("the generation was said before the lost slot ended: %q", said.lines())

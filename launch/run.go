@@ -1188,7 +1188,7 @@ func (l *launcher) onEnd(p *rankProc, procs []*rankProc, silence time.Duration, 
 		l.gens.badEnd()
 	}
 	l.endReplaced(procs)
-	if !p.state.Success() && !p.killed && *backstop == nil && !l.gens.recovers(p) && !l.gens.replaced(p.rank) {
+	if !p.state.Success() && !p.killed && *backstop == nil && !l.gens.recovers(p) && !l.gens.leftBehind(p.rank) {
 		*backstop = time.After(silence + 3*time.Second)
 	}
 	if *recovery == nil && !p.killed && l.gens.recovers(p) && l.gens.inPlace() {
@@ -1251,7 +1251,7 @@ func (l *launcher) ended(p *rankProc) {
 		// failed): neither a rank's signal nor a peer it saw go is a loss.
 	case p.killed:
 		// A replaced slot the launcher ended (endReplaced): said there.
-	case l.gens.replaced(p.rank) && !ws.Signaled():
+	case l.gens.leftBehind(p.rank) && !ws.Signaled():
 		// A slot the job declared lost and went on without (a spare or
 		// a rank stopped past the silence limit, then continued) that
 		// found itself left and ended: its loss was said already, and
