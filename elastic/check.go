@@ -3,7 +3,7 @@ package elastic
 import (
 	"slices"
 
-	"sperli/runtime/topo"
+	"sperli/topo"
 )
 
 // The check of a decision (docs/protocol.md §12.4). A coordinator that
@@ -19,7 +19,7 @@ import (
 //     differ, and the one that sees both names the signer (conflict); with
 //     one liar among them, at least one such pair is honest.
 //   - Check tree: the members in reverse order form a range tree
-//     (runtime/topo) rooted at the highest live member. A member whose
+//     (package topo) rooted at the highest live member. A member whose
 //     ring neighbours all confirmed its value, and every one of whose
 //     live children in the tree said its subtree checked, says so to its
 //     parent (checked); the root then says down the tree that every live

@@ -14,7 +14,7 @@ import (
 	"sperli/job"
 	"sperli/memnet"
 	"sperli/runtime"
-	"sperli/runtime/topo"
+	"sperli/topo"
 	"sperli/wire"
 )
 

@@ -7,7 +7,7 @@ import (
 	"sperli/codes"
 	"sperli/record"
 	"sperli/runtime/mesh"
-	"sperli/runtime/topo"
+	"sperli/topo"
 	"sperli/wire"
 )
 
@@ -15,7 +15,7 @@ import (
 // Finish is collective in effect, like MPI_Finalize: it returns once every
 // rank has finished (or is lost), and a spare ends once they all have. No
 // slot has a link to every other, so this is learnt over the spanning
-// tree, healed around lost slots (runtime/topo):
+// tree, healed around lost slots (package topo):
 //
 //   - a rank that finishes tells every link it has, in order behind its
 //     last data (a fin frame, "finished"), and every link made to it

@@ -13,7 +13,7 @@ import (
 	"sperli/codes"
 	"sperli/pki"
 	"sperli/runtime"
-	"sperli/runtime/topo"
+	"sperli/topo"
 )
 
 // resettingListener resets, in the middle of their TLS handshake, the

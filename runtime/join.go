@@ -128,7 +128,7 @@ func temporaryAccept(err error) bool {
 // join joins the job of j (SPEC §4, §6, §18) in the process pr
 // describes: it listens (for its whole life: links are made on demand
 // after the join too), makes the links of the spanning tree and the
-// observation ring (runtime/topo) — dialing the slots above it, waiting
+// observation ring (package topo) — dialing the slots above it, waiting
 // for those below — exchanging and checking tokens, and returns the
 // communicator once they are all up. It fails with the code of the first
 // check that refused this rank, or when the join window ends without a

@@ -17,12 +17,12 @@ import (
 
 	"sperli/codes"
 	"sperli/runtime/mesh"
-	"sperli/runtime/topo"
+	"sperli/topo"
 )
 
 // Links on demand (SPEC §18). A slot's links are made when first needed:
 // the join makes those of the spanning tree and the observation ring
-// (runtime/topo), and every other one is made the first time a send, a
+// (package topo), and every other one is made the first time a send, a
 // receive or a schedule needs it, with every check of the join (TLS,
 // token, refusals). A link is a peer from the moment it is needed: what is
 // sent to it waits in its queues, in order, until its connection is made

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"sperli/codes"
-	"sperli/runtime/topo"
+	"sperli/topo"
 	"sperli/wire"
 )
 
@@ -313,7 +313,7 @@ func (l *links) drop(slot int, why string) {
 }
 
 // heal makes the links of the tree and the ring healed around every slot
-// known lost (runtime/topo): each live slot stays watched by Watchers
+// known lost (package topo): each live slot stays watched by Watchers
 // live successors, and the news keeps a path to every live slot.
 func (l *links) heal() {
 	if !l.joined.Load() {

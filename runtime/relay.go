@@ -7,7 +7,7 @@ import (
 
 	"sperli/codes"
 	"sperli/pki"
-	"sperli/runtime/topo"
+	"sperli/topo"
 	"sperli/wire"
 )
 

@@ -18,11 +18,11 @@ import (
 	"sperli/codes"
 	"sperli/pki"
 	"sperli/runtime"
-	"sperli/runtime/topo"
+	"sperli/topo"
 )
 
 // TestLinksOnDemand: a job of 64 ranks joins with the links of its
-// spanning tree and ring only (runtime/topo, SPEC §18), runs its
+// spanning tree and ring only (package topo, SPEC §18), runs its
 // collectives on them (no rank gains a link), and makes a link the first
 // time a send needs one, with every check of the join.
 func TestLinksOnDemand(t *testing.T) {

@@ -29,7 +29,7 @@ import (
 	"sperli/memnet"
 	"sperli/runtime"
 	"sperli/runtime/mesh"
-	"sperli/runtime/topo"
+	"sperli/topo"
 )
 
 // The simulation (SPEC §18): the real join, links, detector, news and

@@ -10,7 +10,7 @@ import (
 	"sperli/codes"
 	"sperli/elastic"
 	"sperli/record"
-	"sperli/runtime/topo"
+	"sperli/topo"
 	"sperli/wire"
 )
 
@@ -170,7 +170,7 @@ func (c *Comm) revoke(from int) {
 }
 
 // revokeTo is the ranks of c a revoke goes to from this rank (SPEC §18,
-// news for all): the tree and the ring of c's ranks (runtime/topo),
+// news for all): the tree and the ring of c's ranks (package topo),
 // healed around the ranks this slot knows lost, and every rank of c it
 // has a link to already. Every rank that learns of the revoke first passes
 // it on the same way, so it reaches every live rank of c over a few links

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"sperli/runtime/topo"
+	"sperli/topo"
 )
 
 // The matrix: every collective at every rank count of rankCounts and data

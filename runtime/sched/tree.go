@@ -1,6 +1,6 @@
 package sched
 
-import "sperli/runtime/topo"
+import "sperli/topo"
 
 // The tree schedules of calls on treeMin ranks or more (issue 21: a
 // thousand ranks on one machine, links made the first time a schedule

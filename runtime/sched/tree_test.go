@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"sperli/runtime/topo"
+	"sperli/topo"
 )
 
 // TestChooseUpTo32: on 1 to 32 ranks every call runs by the line it ran by

@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"sperli/runtime/topo"
 	"sperli/tests/internal/testbin"
+	"sperli/topo"
 )
 
 var sperli string
