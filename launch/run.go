@@ -1149,8 +1149,12 @@ func (l *launcher) wait(ctx context.Context, procs []*rankProc) (int, []*rankPro
 	for _, m := range l.gens.unsaidLosses() {
 		l.say("%s", m)
 	}
-	if line := l.losses.line(); limited && line != "" {
-		l.say("%s", line)
+	if limited {
+		// Asked only when said here: line() says it once, and
+		// restarts says it when the loss also ended the incarnation.
+		if line := l.losses.line(); line != "" {
+			l.say("%s", line)
+		}
 	}
 	if interrupted {
 		return code, procs, true
