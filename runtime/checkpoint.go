@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"sperli/ckpt"
 	"sperli/codes"
 	"sperli/job"
 	"sperli/pki"
@@ -102,11 +103,11 @@ func (c *Comm) UseCheckpoints(dir string) error {
 		return &codes.Error{Code: codes.CheckpointStorage, Rank: -1, Msg: "use_checkpoints: no directory given and the job has none (--checkpoint-dir)"}
 	}
 	root := filepath.Join(dir, c.job.ID)
-	st, err := openStore(dir, c.job.ID)
+	st, err := ckpt.OpenStore(dir, c.job.ID)
 	if err != nil {
 		return storageErr(err, "use_checkpoints: cannot make %s", root)
 	}
-	st.close()
+	st.Close()
 	c.ckpt.dir, c.ckpt.root = dir, root
 	c.ckpt.used = true
 	return nil
@@ -114,13 +115,13 @@ func (c *Comm) UseCheckpoints(dir string) error {
 
 // store opens this rank's checkpoint directory for one checkpoint or
 // resume (the job's when the program named none).
-func (c *Comm) store() (*ckptStore, error) {
+func (c *Comm) store() (*ckpt.Store, error) {
 	if !c.ckpt.used {
 		if err := c.UseCheckpoints(""); err != nil {
 			return nil, err
 		}
 	}
-	st, err := openStore(c.ckpt.dir, c.job.ID)
+	st, err := ckpt.OpenStore(c.ckpt.dir, c.job.ID)
 	if err != nil {
 		return nil, storageErr(err, "cannot open the checkpoint directory %s", c.ckpt.root)
 	}
@@ -379,7 +380,7 @@ func checkBuddyHeader(b []byte, job string, e uint64, rank, size int, n uint64) 
 // it to the buddy copy as it arrives (one chunk in memory at a time). It
 // returns the copy's header and whether it is stored; storeErr is a
 // failure of this rank's storage, err a violation or the job's end.
-func (c *Comm) recvBuddy(ctx context.Context, st *ckptStore, e uint64, prev int) (hdr fileHeader, stored bool, storeErr, err error) {
+func (c *Comm) recvBuddy(ctx context.Context, st *ckpt.Store, e uint64, prev int) (hdr fileHeader, stored bool, storeErr, err error) {
 	what := fmt.Sprintf("checkpoint of epoch %d: the file of rank %d", e, prev)
 	head, err := c.sysRecv(ctx, prev, tagFile)
 	if err != nil {
@@ -392,7 +393,7 @@ func (c *Comm) recvBuddy(ctx context.Context, st *ckptStore, e uint64, prev int)
 	if !ok {
 		return hdr, false, nil, nil // prev could not write its file
 	}
-	t, cerr := st.create(e, buddyName(prev))
+	t, cerr := st.Create(e, buddyName(prev))
 	if cerr != nil {
 		storeErr = storageErr(cerr, "checkpoint of epoch %d: cannot write %s", e, buddyName(prev))
 	}
@@ -408,13 +409,13 @@ func (c *Comm) recvBuddy(ctx context.Context, st *ckptStore, e uint64, prev int)
 			}
 		}
 		if t != nil {
-			t.write(chunk)
+			t.Write(chunk)
 		}
 		return nil
 	})
 	if bad != nil || rerr != nil {
 		if t != nil {
-			t.abort()
+			t.Abort()
 		}
 		if bad != nil {
 			rerr = c.violation(prev, "%s: %v", what, bad)
@@ -425,7 +426,7 @@ func (c *Comm) recvBuddy(ctx context.Context, st *ckptStore, e uint64, prev int)
 	if t == nil {
 		return hdr, false, storeErr, nil
 	}
-	if err := t.commit(); err != nil {
+	if err := t.Commit(); err != nil {
 		return hdr, false, storageErr(err, "checkpoint of epoch %d: cannot write %s", e, buddyName(prev)), nil
 	}
 	return hdr, true, nil, nil
@@ -537,7 +538,7 @@ func (c *Comm) Checkpoint(ctx context.Context, state []byte) (err error) {
 		return err
 	}
 	st, stErr := c.store()
-	defer st.close()
+	defer st.Close()
 	e := c.ckpt.epoch + 1
 	c.failurePoint("before-ckpt", c.ckpt.count+1)
 
@@ -568,11 +569,11 @@ func (c *Comm) Checkpoint(ctx context.Context, state []byte) (err error) {
 	hdr := fileHeader{Version: ckptVersion, Job: c.job.ID, Epoch: e, Rank: uint32(c.rank), Size: uint32(c.size), Length: uint64(len(state)), Sum: sum}
 	head := hdr.encode()
 	var ownErr error
-	if err := st.mkEpoch(e); err != nil {
+	if err := st.MkEpoch(e); err != nil {
 		ownErr = storageErr(err, "checkpoint of epoch %d: cannot make %s", e, c.epochDir(e))
 	} else {
-		st.remove(e, commitName) // a replaced epoch is garbage until its new COMMIT
-		if err := st.write(e, ownName(c.rank), head, state); err != nil {
+		st.Remove(e, commitName) // a replaced epoch is garbage until its new COMMIT
+		if err := st.Write(e, ownName(c.rank), head, state); err != nil {
 			ownErr = storageErr(err, "checkpoint of epoch %d: cannot write %s", e, ownName(c.rank))
 		}
 	}
@@ -601,7 +602,7 @@ type buddyCopy struct {
 // ckptBuddy is step 3 of Checkpoint: this rank's file goes to rank n+1
 // (sent is whether this rank has one), rank n-1's is kept, and each side
 // says whether it stored the copy.
-func (c *Comm) ckptBuddy(ctx context.Context, st *ckptStore, e uint64, sent bool, head, state []byte) (buddyCopy, error) {
+func (c *Comm) ckptBuddy(ctx context.Context, st *ckpt.Store, e uint64, sent bool, head, state []byte) (buddyCopy, error) {
 	bud := buddyCopy{ok: true}
 	if c.size == 1 {
 		return bud, nil
@@ -639,7 +640,7 @@ func (c *Comm) ckptBuddy(ctx context.Context, st *ckptStore, e uint64, sent bool
 // ckptCommit is step 4 of Checkpoint: rank 0 gathers every rank's hash (or
 // why it failed), signs the COMMIT and hands it to all; every rank checks
 // it and stores it, or removes the epoch's files when it failed.
-func (c *Comm) ckptCommit(ctx context.Context, st *ckptStore, e uint64, sum [32]byte, ownErr error, bud buddyCopy) error {
+func (c *Comm) ckptCommit(ctx context.Context, st *ckpt.Store, e uint64, sum [32]byte, ownErr error, bud buddyCopy) error {
 	rec := make([]byte, commitRecLen)
 	switch {
 	case ownErr != nil:
@@ -687,7 +688,7 @@ func (c *Comm) ckptCommit(ctx context.Context, st *ckptStore, e uint64, sum [32]
 		}
 		return &codes.Error{Code: codes.CheckpointStorage, Rank: -1, Msg: fmt.Sprintf("checkpoint of epoch %d failed: %s", e, rest)}
 	}
-	if err := st.write(e, commitName, rest); err != nil {
+	if err := st.Write(e, commitName, rest); err != nil {
 		return storageErr(err, "checkpoint of epoch %d: cannot store the COMMIT", e)
 	}
 	c.ckpt.epoch = e
@@ -739,22 +740,22 @@ func (c *Comm) epochDir(e uint64) string {
 }
 
 // removeEpochFiles removes this rank's files of a failed epoch.
-func (c *Comm) removeEpochFiles(st *ckptStore, e uint64) {
-	st.remove(e, ownName(c.rank))
+func (c *Comm) removeEpochFiles(st *ckpt.Store, e uint64) {
+	st.Remove(e, ownName(c.rank))
 	if c.size > 1 {
-		st.remove(e, buddyName((c.rank+c.size-1)%c.size))
+		st.Remove(e, buddyName((c.rank+c.size-1)%c.size))
 	}
-	st.removeDir(e) // only if empty
+	st.RemoveDir(e) // only if empty
 }
 
 // prune keeps only epochs e and e-1: an older epoch directory goes whole,
 // with any temporary file a crash left in it (a COMMIT or a written-back
 // file being stored when the process was killed). No rank needs an epoch
 // before e-1 once a COMMIT of e is stored.
-func (c *Comm) prune(st *ckptStore, e uint64) {
-	for _, n := range st.epochs() {
+func (c *Comm) prune(st *ckpt.Store, e uint64) {
+	for _, n := range st.Epochs() {
 		if n+1 < e {
-			st.removeAll(n)
+			st.RemoveAll(n)
 		}
 	}
 }
@@ -793,8 +794,8 @@ func verifyFile(b []byte, cm *commit, rank int, job string) byte {
 
 // checkFile reads epoch's file name and checks it against the COMMIT's
 // hash of rank.
-func (c *Comm) checkFile(st *ckptStore, cm *commit, name string, rank int) (byte, []byte) {
-	b, err := st.read(cm.Epoch, name)
+func (c *Comm) checkFile(st *ckpt.Store, cm *commit, name string, rank int) (byte, []byte) {
+	b, err := st.Read(cm.Epoch, name)
 	if err != nil {
 		return fileAbsent, nil
 	}
@@ -806,11 +807,11 @@ func (c *Comm) checkFile(st *ckptStore, cm *commit, name string, rank int) (byte
 
 // newestCommit finds this rank's newest COMMIT that verifies; saw tells
 // whether any COMMIT file exists at all.
-func (c *Comm) newestCommit(st *ckptStore) (cm *commit, saw bool) {
-	epochs := st.epochs()
+func (c *Comm) newestCommit(st *ckpt.Store) (cm *commit, saw bool) {
+	epochs := st.Epochs()
 	sort.Slice(epochs, func(i, j int) bool { return epochs[i] > epochs[j] })
 	for _, e := range epochs {
-		b, err := st.read(e, commitName)
+		b, err := st.Read(e, commitName)
 		if err != nil {
 			continue
 		}
@@ -886,7 +887,7 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 	c.ckptMu.Lock()
 	defer c.ckptMu.Unlock()
 	st, stErr := c.store()
-	defer st.close()
+	defer st.Close()
 	var mine *commit
 	var my offer
 	if stErr != nil {
@@ -1003,7 +1004,7 @@ func (c *Comm) resumeCommit(ctx context.Context, mine *commit, epoch uint64, src
 // so that a bad copy or a failed write-back is one outcome for all (the
 // round is skipped when every own file was good). It returns this rank's
 // file, restored or as it was (own).
-func (c *Comm) restore(ctx context.Context, st *ckptStore, cm *commit, table []byte, ownSt byte, own, bud []byte) ([]byte, error) {
+func (c *Comm) restore(ctx context.Context, st *ckpt.Store, cm *commit, table []byte, ownSt byte, own, bud []byte) ([]byte, error) {
 	epoch := cm.Epoch
 	prev, next := (c.rank+c.size-1)%c.size, (c.rank+1)%c.size
 	var err error
@@ -1028,7 +1029,7 @@ func (c *Comm) restore(ctx context.Context, st *ckptStore, cm *commit, table []b
 			}
 			switch verifyFile(got, cm, c.rank, c.job.ID) {
 			case fileOK:
-				if err := st.write(epoch, ownName(c.rank), got); err != nil {
+				if err := st.Write(epoch, ownName(c.rank), got); err != nil {
 					restore, restoreErr = restoreStorage, storageErr(err, "resume: epoch %d: cannot write back %s", epoch, ownName(c.rank))
 				} else {
 					own = got

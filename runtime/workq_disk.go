@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"sperli/ckpt"
 	"sperli/codes"
 	"sperli/pki"
 )
@@ -37,7 +38,7 @@ const wqDiskEvery = 32
 
 // wqDisk is the master's open log file.
 type wqDisk struct {
-	st   *ckptStore
+	st   *ckpt.Store
 	f    *os.File
 	k    uint32 // chunks written
 	prev []byte // the last chunk's signature
@@ -78,16 +79,16 @@ func (w *WorkQueue) chunk(k uint32, records, prev []byte) ([]byte, []byte, error
 // whole log as a new file at the first write, else a chunk appended.
 func (w *WorkQueue) writeDisk(d **wqDisk, fresh []byte) error {
 	if *d == nil {
-		st, err := openStore(w.c.job.CheckpointDir, w.c.job.ID)
+		st, err := ckpt.OpenStore(w.c.job.CheckpointDir, w.c.job.ID)
 		if err != nil {
 			return w.diskErr(err)
 		}
-		if err := st.mkDir("queues"); err != nil {
-			st.close()
+		if err := st.MkDir("queues"); err != nil {
+			st.Close()
 			return w.diskErr(err)
 		}
-		if err := st.syncDir("."); err != nil { // the new directory's entry
-			st.close()
+		if err := st.SyncDir("."); err != nil { // the new directory's entry
+			st.Close()
 			return w.diskErr(err)
 		}
 		w.mu.Lock()
@@ -95,22 +96,22 @@ func (w *WorkQueue) writeDisk(d **wqDisk, fresh []byte) error {
 		w.mu.Unlock()
 		c, sig, err := w.chunk(0, all, nil)
 		if err != nil {
-			st.close()
+			st.Close()
 			return err
 		}
-		t, err := st.createIn("queues", w.diskName())
+		t, err := st.CreateIn("queues", w.diskName())
 		if err != nil {
-			st.close()
+			st.Close()
 			return w.diskErr(err)
 		}
-		t.write(append(append([]byte(wqFileMagic), w.log.sum[:]...), c...))
-		if err := t.commit(); err != nil {
-			st.close()
+		t.Write(append(append([]byte(wqFileMagic), w.log.sum[:]...), c...))
+		if err := t.Commit(); err != nil {
+			st.Close()
 			return w.diskErr(err)
 		}
-		f, err := st.root.OpenFile(filepath.Join("queues", w.diskName()), os.O_WRONLY|os.O_APPEND, 0)
+		f, err := st.Root.OpenFile(filepath.Join("queues", w.diskName()), os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
-			st.close()
+			st.Close()
 			return w.diskErr(err)
 		}
 		*d = &wqDisk{st: st, f: f, k: 1, prev: sig}
@@ -209,7 +210,7 @@ func (wr *wqWriter) finish() error {
 func (d *wqDisk) close() {
 	if d != nil {
 		d.f.Close()
-		d.st.close()
+		d.st.Close()
 	}
 }
 
@@ -228,12 +229,12 @@ func (w *WorkQueue) readDisk(sum [32]byte) (*wqLog, []byte, error) {
 	if w.c.job.CheckpointDir == "" || w.q.Rank() != 0 {
 		return nil, nil, nil
 	}
-	st, err := openStore(w.c.job.CheckpointDir, w.c.job.ID)
+	st, err := ckpt.OpenStore(w.c.job.CheckpointDir, w.c.job.ID)
 	if err != nil {
 		return nil, nil, w.diskErr(err)
 	}
-	defer st.close()
-	b, err := st.readIn("queues", w.diskName())
+	defer st.Close()
+	b, err := st.ReadIn("queues", w.diskName())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
@@ -242,7 +243,7 @@ func (w *WorkQueue) readDisk(sum [32]byte) (*wqLog, []byte, error) {
 	}
 	recs, n, err := w.parseDisk(b, sum)
 	if err != nil {
-		return nil, nil, codes.New(codes.CommitSignature, "work_queue %q: its log %s/queues/%s: %v", w.name, st.path, w.diskName(), err)
+		return nil, nil, codes.New(codes.CommitSignature, "work_queue %q: its log %s/queues/%s: %v", w.name, st.Path, w.diskName(), err)
 	}
 	l := newWQLog(sum)
 	for _, r := range recs {
