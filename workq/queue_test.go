@@ -278,7 +278,7 @@ func TestWorkQueueForgedDone(t *testing.T) {
 func TestWorkQueueLogOnDisk(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFixture(t, 2)
-	f.spec.CheckpointDir = t.TempDir()
+	f.base.Spec.CheckpointDir = t.TempDir()
 	comms := f.initAll(ctx)
 	items := wqItems(40)
 	for _, err := range each(comms, func(c *runtime.Comm) error { _, _, _, err := farm(ctx, c, items); return err }) {
@@ -286,7 +286,7 @@ func TestWorkQueueLogOnDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	logs, _ := filepath.Glob(filepath.Join(f.spec.CheckpointDir, "*", "queues", "*.wq"))
+	logs, _ := filepath.Glob(filepath.Join(f.base.Spec.CheckpointDir, "*", "queues", "*.wq"))
 	if len(logs) != 1 {
 		t.Fatalf("%d logs written, want 1", len(logs))
 	}
@@ -297,7 +297,7 @@ func TestWorkQueueLogOnDisk(t *testing.T) {
 			t.Fatalf("the same name with other items: %v", err)
 		}
 	}
-	if more, _ := filepath.Glob(filepath.Join(f.spec.CheckpointDir, "*", "queues", "*.wq")); len(more) != 2 {
+	if more, _ := filepath.Glob(filepath.Join(f.base.Spec.CheckpointDir, "*", "queues", "*.wq")); len(more) != 2 {
 		t.Fatalf("%d logs written, want 2", len(more))
 	}
 	b, err := os.ReadFile(logs[0])
@@ -322,12 +322,12 @@ func TestWorkQueueLogOnDisk(t *testing.T) {
 func TestWorkQueueLogUnwritable(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFixture(t, 3)
-	f.spec.CheckpointDir = t.TempDir()
+	f.base.Spec.CheckpointDir = t.TempDir()
 	comms := f.initAll(ctx)
-	if err := os.MkdirAll(filepath.Join(f.spec.CheckpointDir, comms[0].JobID()), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(f.base.Spec.CheckpointDir, comms[0].JobID()), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.spec.CheckpointDir, comms[0].JobID(), "queues"), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(f.base.Spec.CheckpointDir, comms[0].JobID(), "queues"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	errs := each(comms, func(c *runtime.Comm) error { _, _, _, err := farm(ctx, c, wqItems(20)); return err })
@@ -354,7 +354,7 @@ func TestWorkQueueManyMastersOnDisk(t *testing.T) {
 func testManyMastersOnDisk(t *testing.T, later bool) {
 	ctx := testCtx(t)
 	f := newFixture(t, 6)
-	f.spec.CheckpointDir = t.TempDir()
+	f.base.Spec.CheckpointDir = t.TempDir()
 	comms := f.initAll(ctx)
 	items := wqItems(61)
 	opt := workq.Options{PerMaster: 2}
@@ -396,7 +396,7 @@ func testManyMastersOnDisk(t *testing.T, later bool) {
 func TestWorkQueueForgedDiskLog(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFixture(t, 2)
-	f.spec.CheckpointDir = t.TempDir()
+	f.base.Spec.CheckpointDir = t.TempDir()
 	comms := f.initAll(ctx)
 	items := wqItems(40)
 	queues := make([]*workq.Queue, len(comms))
@@ -412,7 +412,7 @@ func TestWorkQueueForgedDiskLog(t *testing.T) {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-	logs, _ := filepath.Glob(filepath.Join(f.spec.CheckpointDir, "*", "queues", "*.wq"))
+	logs, _ := filepath.Glob(filepath.Join(f.base.Spec.CheckpointDir, "*", "queues", "*.wq"))
 	if len(logs) != 1 {
 		t.Fatalf("%d logs written, want 1", len(logs))
 	}
@@ -448,7 +448,7 @@ func TestWorkQueueForgedDiskLog(t *testing.T) {
 func TestWorkQueueForgedDiskRecord(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFixture(t, 4)
-	f.spec.CheckpointDir = t.TempDir()
+	f.base.Spec.CheckpointDir = t.TempDir()
 	comms := f.initAll(ctx)
 	errs := each(comms, func(c *runtime.Comm) error {
 		w, err := workq.New(ctx, c, "q", wqItems(40), workq.Options{PerMaster: 2})
