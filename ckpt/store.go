@@ -215,6 +215,12 @@ func (s *Store) ReadIn(dir, name string) ([]byte, error) {
 	return s.Root.ReadFile(p)
 }
 
+// OpenAppend opens the file name of directory dir to append to.
+func (s *Store) OpenAppend(dir, name string) (*os.File, error) {
+	f, err := s.Root.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_APPEND, 0)
+	return f, fixPath(err, s.Path)
+}
+
 // Remove removes epoch e's file name, if there is one.
 func (s *Store) Remove(e uint64, name string) {
 	s.Root.Remove(filepath.Join(EpochName(e), name))

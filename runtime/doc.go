@@ -65,14 +65,21 @@
 // Goroutines: per peer connection one reader and one writer (with the
 // receivers, the only code that touches the socket); one monitor per
 // process's slot (heartbeats and the silence limit of every peer); one
-// recovery goroutine (losses, the agreement on the next generation); for
-// launched ranks one watcher of the launcher's control channel, one taker
-// of the crashes the launcher tells (takeCrashes, for the slot's life),
-// and the shell's reader of standard input. Close (through Finish, Abort, Fail or
-// Exit) stops and waits for the readers, writers, monitor and recovery
-// goroutine, and ends the watcher; the shell's reader lives as long as
+// recovery goroutine (losses, the agreement on the next generation); the
+// accept loop of the slot's listener, and a goroutine per accepted
+// connection for its TLS handshake and join (join.go; acceptWG); one
+// dialer per link being made (linkset.go's dialer, until it attaches or
+// its deadline; dialWG); a closer per link ended gracefully (closePeers,
+// and a link dropped while its last frame is under way: each waits at
+// most a second); for launched ranks one watcher of the launcher's
+// control channel, one taker of the crashes the launcher tells
+// (takeCrashes, for the slot's life), and the shell's reader of standard
+// input. Close (through Finish, Abort, Fail or Exit) stops and waits for
+// the readers, writers, monitor, recovery goroutine, accept loop and
+// dialers, and ends the watcher; the shell's reader lives as long as
 // standard input (close_test.go counts goroutines after a job and after
-// an in-place recovery).
+// an in-place recovery). A work queue's goroutines are package workq's
+// (its package documentation lists them).
 package runtime
 
 import "sperli/codes"

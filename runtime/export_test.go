@@ -1,9 +1,6 @@
 package runtime
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"sort"
@@ -107,76 +104,6 @@ func CrashForTest(c *Comm) {
 
 // DefaultSpinForTest is defaultSpin.
 const DefaultSpinForTest = defaultSpin
-
-// TaskFenceForTest is t's fence.
-func TaskFenceForTest(t *Task) (gen uint32, lease uint64) { return t.f.gen, t.f.lease }
-
-// ForgeDoneForTest sends w's master a done of item id with the fence
-// (gen, lease), held or not: a joined rank that lies. Test only.
-func ForgeDoneForTest(ctx context.Context, w *WorkQueue, id int, gen uint32, lease uint64, result []byte) error {
-	b := []byte{'D'}
-	b = binary.BigEndian.AppendUint32(b, gen)
-	b = binary.BigEndian.AppendUint64(b, lease)
-	b = binary.BigEndian.AppendUint32(b, uint32(id))
-	if err := w.request(ctx, append(b, result...)); err != nil {
-		return err
-	}
-	w.held, w.asked = nil, true
-	return nil
-}
-
-// RequestForTest sends w's master a request for a task, held one or not.
-// Test only.
-func RequestForTest(ctx context.Context, w *WorkQueue) error {
-	if err := w.request(ctx, []byte{'R'}); err != nil {
-		return err
-	}
-	w.held, w.asked = nil, true
-	return nil
-}
-
-// DropQueuesForTest forgets the logs of work queues c's process holds,
-// as a process launched again would: by a restart, in a later
-// incarnation (later: records of the earlier one that name its slot are
-// not its to audit), or by a launcher started again with the job's
-// directory, whose generations start from 0 again (!later). Test only.
-func DropQueuesForTest(c *Comm, later bool) {
-	c.links.wqMu.Lock()
-	for name, l := range c.links.queues {
-		fresh := newWQLog(l.sum)
-		fresh.since = l.since
-		if later {
-			fresh.since++
-		}
-		c.links.queues[name] = fresh
-	}
-	c.links.wqMu.Unlock()
-}
-
-// DiskFromForTest checks b as the bytes of the log on disk that rank 0 of
-// w's communicator sent at the queue's start, and returns how many
-// records they hold. Test only.
-func DiskFromForTest(w *WorkQueue, b []byte) (int, error) {
-	recs, err := w.diskFrom(b, w.log.sum)
-	return len(recs), err
-}
-
-// ForgeDiskRecordForTest sends rank 0 of w's communicator a published
-// record of item id for the log on disk, as a master does: a joined rank
-// that lies. Test only.
-func ForgeDiskRecordForTest(ctx context.Context, w *WorkQueue, id int, result []byte) error {
-	r := wqRecord{kind: 'P', f: fence{w.c.inc, 1}, id: id, slot: w.c.links.self, sum: sha256.Sum256(result), result: result}
-	return w.q.Send(ctx, 0, wqTagDsk, r.append(nil))
-}
-
-// ForgeRecordForTest puts in w's log an execution of item id by slot
-// with the fence (w's generation, lease) and result: a joined rank that
-// lies in the log it sends at the queue's end. Test only.
-func ForgeRecordForTest(w *WorkQueue, id, slot int, lease uint64, result []byte) {
-	w.mu.Lock()
-	w.log.add(wqRecord{kind: 'X', f: fence{w.c.inc, lease}, id: id, slot: slot, sum: sha256.Sum256(result)})
-	w.mu.Unlock()
-}
 
 // LinkedForTest lists the slots c's slot has a link to whose connection
 // is made and not ended, in slot order.

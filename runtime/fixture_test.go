@@ -16,6 +16,7 @@ import (
 	"sperli/job"
 	"sperli/memnet"
 	"sperli/runtime"
+	"sperli/runtime/runtimetest"
 )
 
 // fixture is a job of n ranks with real certificates, descriptions made
@@ -33,6 +34,7 @@ type fixture struct {
 	logs *logBook
 	// clock, when set, is every rank's Job.Now.
 	clock func() time.Time
+	base  *runtimetest.Job
 }
 
 type logBook struct {
@@ -92,45 +94,12 @@ func newFixtureB(t testing.TB, n int) *fixture { return newFixtureOn(t, n, nil) 
 
 func newFixtureOn(t testing.TB, n int, mn *memnet.Network) *fixture {
 	t.Helper()
-	id, err := job.NewIdentity()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{t: t, id: id, net: mn, logs: &logBook{}}
-	listen := func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
-	if mn != nil {
-		listen = mn.Listen
-	}
-	table := make([]runtime.Host, n)
-	for r := 0; r < n; r++ {
-		ln, err := listen("127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		f.lns = append(f.lns, ln)
-		table[r] = runtime.Host{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port}
-	}
-	f.spec = job.Spec{Size: n, Hosts: table, JoinMS: 20000, Expires: time.Now().Add(10 * time.Minute)}
-	return f
+	j := runtimetest.New(t, n, mn)
+	return &fixture{t: t, id: j.ID, spec: j.Spec, lns: j.Listeners, net: mn, logs: &logBook{}, base: j}
 }
 
 // listen makes a listener on the fixture's network.
-func (f *fixture) listen() net.Listener {
-	f.t.Helper()
-	var ln net.Listener
-	var err error
-	if f.net != nil {
-		ln, err = f.net.Listen("127.0.0.1:0")
-	} else {
-		ln, err = net.Listen("tcp", "127.0.0.1:0")
-	}
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() { ln.Close() })
-	return ln
-}
+func (f *fixture) listen() net.Listener { return f.base.Listen() }
 
 // job returns rank's description with its listener and a log capture.
 func (f *fixture) job(rank int) *runtime.Job {
@@ -153,60 +122,19 @@ func (f *fixture) job(rank int) *runtime.Job {
 // initAll joins every rank of the fixture concurrently.
 func (f *fixture) initAll(ctx context.Context) []*runtime.Comm {
 	f.t.Helper()
-	n := f.spec.Size
-	comms := make([]*runtime.Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			comms[r], errs[r] = runtime.Init(ctx, f.job(r))
-		}(r)
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			f.t.Fatalf("Init(rank %d) = %v", r, err)
-		}
-	}
-	f.t.Cleanup(func() {
-		for _, c := range comms {
-			c.Close()
-		}
-	})
-	return comms
+	return runtimetest.InitAll(ctx, f.t, f.spec.Size, f.job)
 }
 
 // each runs fn on every rank concurrently and returns the errors by rank.
 func each(comms []*runtime.Comm, fn func(c *runtime.Comm) error) []error {
-	errs := make([]error, len(comms))
-	var wg sync.WaitGroup
-	for i, c := range comms {
-		wg.Add(1)
-		go func(i int, c *runtime.Comm) {
-			defer wg.Done()
-			errs[i] = fn(c)
-		}(i, c)
-	}
-	wg.Wait()
-	return errs
+	return runtimetest.Each(comms, func(_ int, c *runtime.Comm) error { return fn(c) })
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return runtimetest.Context(t) }
 
 func wantCode(t *testing.T, what string, err error, want codes.Code) {
 	t.Helper()
-	if got := codes.Of(err); got != want {
-		t.Fatalf("%s = %v (code %v), want %v", what, err, got, want)
-	}
-	if !strings.HasPrefix(err.Error(), want.String()+": ") {
-		t.Fatalf("%s error text %q does not start with %q", what, err.Error(), want.String()+": ")
-	}
+	runtimetest.WantCode(t, what, err, want)
 }
 
 // startInit joins j on a goroutine of its own; the channel gets the result.

@@ -41,10 +41,9 @@ type links struct {
 	// certificates' keys verify theirs (linkState.keys).
 	own ed25519.PrivateKey
 
-	// queues are this process's logs of its work queues, by name: kept
-	// across generations (workq.go), under wqMu.
-	wqMu   sync.Mutex
-	queues map[string]*wqLog
+	// keep is what features over the core keep by name for the
+	// process's life (Hook.Keep: a work queue's log, package workq).
+	keep durable
 	// lossWake is closed (and forgotten) at each loss this slot learns
 	// of: a join waits on it (to heal around the lost slot), and a work
 	// queue's master of a program that manages its losses. Under lossMu.
@@ -133,7 +132,6 @@ func newLinks(j *Job) *links {
 	l := &links{
 		self:    j.Rank,
 		slots:   j.Slots(),
-		queues:  map[string]*wqLog{},
 		stopMon: make(chan struct{}),
 		stopRec: make(chan struct{}),
 		recDone: make(chan struct{}),

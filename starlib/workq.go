@@ -8,14 +8,14 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 
-	"sperli/runtime"
+	"sperli/workq"
 )
 
 // WorkQueue is the value of comm.work_queue (SPEC §19): iterating it
 // leases tasks, done gives a task's result, results and stats read the
 // log once the iteration has ended.
 type WorkQueue struct {
-	w      *runtime.WorkQueue
+	w      *workq.Queue
 	ctx    context.Context
 	thread *starlark.Thread
 	name   string
@@ -46,7 +46,7 @@ func pendingErr(thread *starlark.Thread) error {
 func commWorkQueue(c *Comm, thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var name string
 	var list *starlark.List
-	perMaster := intArg{n: runtime.DefaultPerMaster}
+	perMaster := intArg{n: workq.DefaultPerMaster}
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "items", &list, "per_master?", &perMaster); err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func commWorkQueue(c *Comm, thread *starlark.Thread, b *starlark.Builtin, args s
 		}
 		items[i] = []byte(s)
 	}
-	w, err := c.c.WorkQueueWith(c.ctx, name, items, runtime.WorkOptions{PerMaster: perMaster.n})
+	w, err := workq.New(c.ctx, c.c, name, items, workq.Options{PerMaster: perMaster.n})
 	if err != nil {
 		return nil, refused(err, perMaster)
 	}
@@ -187,7 +187,7 @@ func (q *WorkQueue) stats(_ *starlark.Thread, b *starlark.Builtin, args starlark
 
 // Task is a leased task: its id and data (the item as it was given).
 type Task struct {
-	t    *runtime.Task
+	t    *workq.Task
 	data starlark.Value
 }
 

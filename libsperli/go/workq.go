@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"sperli/runtime"
+	"sperli/workq"
 )
 
 // Work queues (SPEC §19): sperli.c's table of queues gives each its index,
@@ -19,8 +19,8 @@ import (
 
 // cqueue is a queue of the session and the task this rank holds.
 type cqueue struct {
-	w    *runtime.WorkQueue
-	held *runtime.Task
+	w    *workq.Queue
+	held *workq.Task
 }
 
 func (s *session) queue(qi C.long) *cqueue {
@@ -51,7 +51,7 @@ func sperligo_work_start(ci C.int, qi C.long, name *C.char, items *unsafe.Pointe
 	}
 	nm := C.GoString(name)
 	async(d, func() C.int {
-		w, err := c.WorkQueue(ctx, nm, copied)
+		w, err := workq.New(ctx, c, nm, copied, workq.Options{})
 		if err != nil {
 			return code(err)
 		}

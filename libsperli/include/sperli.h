@@ -1062,7 +1062,7 @@ int sperli_layout(sperli_t comm, int *slots, size_t cap, size_t *n);
 /* ------------------------------------------------------------------------
  * Work queues (SPEC §19; docs/workqueue.md): a farm whose every item is
  * published once whatever is lost, proved by its log. The same queue as
- * Starlark's comm.work_queue and Go's Comm.WorkQueue: ranks of all three
+ * Starlark's comm.work_queue and Go's workq.New: ranks of all three
  * share one.
  */
 

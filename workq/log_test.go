@@ -1,20 +1,22 @@
-package runtime
+package workq
 
 import (
 	"crypto/sha256"
 	"strings"
 	"testing"
+
+	"sperli/wire"
 )
 
 // TestWorkLogRecords: a log's records decode back, and what no honest
 // rank sends is refused with what is wrong.
 func TestWorkLogRecords(t *testing.T) {
 	res := []byte("result")
-	p := wqRecord{kind: 'P', f: fence{2, 7}, id: 3, slot: 4, sum: sha256.Sum256(res), result: res}
-	x := wqRecord{kind: 'X', f: fence{1, 9}, id: 3, slot: 1, sum: sha256.Sum256([]byte("other"))}
-	good := x.append(p.append(nil))
-	recs, err := parseRecords(good, 10, 8)
-	if err != nil || len(recs) != 2 || string(recs[0].result) != "result" || recs[1].f != (fence{1, 9}) || recs[1].slot != 1 {
+	p := record{Kind: 'P', Fence: fence{Gen: 2, Lease: 7}, Item: 3, Slot: 4, Sum: sha256.Sum256(res), Result: res}
+	x := record{Kind: 'X', Fence: fence{Gen: 1, Lease: 9}, Item: 3, Slot: 1, Sum: sha256.Sum256([]byte("other"))}
+	good := wire.AppendWorkRecord(wire.AppendWorkRecord(nil, p), x)
+	recs, err := wire.DecodeWorkRecords(good, 10, 8)
+	if err != nil || len(recs) != 2 || string(recs[0].Result) != "result" || recs[1].Fence != (fence{Gen: 1, Lease: 9}) || recs[1].Slot != 1 {
 		t.Fatalf("parse = %+v, %v", recs, err)
 	}
 	bad := func(edit func(b []byte) []byte) []byte { return edit(append([]byte{}, good...)) }
@@ -28,11 +30,11 @@ func TestWorkLogRecords(t *testing.T) {
 		{"item out of range", bad(func(b []byte) []byte { b[16] = 99; return b }), "item 99"},
 		{"slot out of range", bad(func(b []byte) []byte { b[20] = 9; return b }), "slot 9"},
 		{"slot past 2¹⁶", bad(func(b []byte) []byte { b[18] = 1; return b }), "slot 65540"},
-		{"result not its SHA-256", bad(func(b []byte) []byte { b[wqRecordHead] ^= 1; return b }), "does not match"},
-		{"result longer than the bytes", bad(func(b []byte) []byte { b[wqRecordHead-1] = 200; return b }), "result of"},
+		{"result not its SHA-256", bad(func(b []byte) []byte { b[wire.WorkRecordHead] ^= 1; return b }), "does not match"},
+		{"result longer than the bytes", bad(func(b []byte) []byte { b[wire.WorkRecordHead-1] = 200; return b }), "result of"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := parseRecords(tc.b, 10, 8); err == nil || !strings.Contains(err.Error(), tc.says) {
+			if _, err := wire.DecodeWorkRecords(tc.b, 10, 8); err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("error %v, want one saying %q", err, tc.says)
 			}
 		})
@@ -44,9 +46,9 @@ func TestWorkLogRecords(t *testing.T) {
 // twice is counted once; an execution known before its publication is
 // published all the same.
 func TestWorkLogContentAddressed(t *testing.T) {
-	l := newWQLog([32]byte{})
-	r := func(kind byte, gen uint32, lease uint64, id int, v string) wqRecord {
-		return wqRecord{kind: kind, f: fence{gen, lease}, id: id, sum: sha256.Sum256([]byte(v)), result: []byte(v)}
+	l := newLog([32]byte{})
+	r := func(kind byte, gen uint32, lease uint64, id int, v string) record {
+		return record{Kind: kind, Fence: fence{Gen: gen, Lease: lease}, Item: id, Sum: sha256.Sum256([]byte(v)), Result: []byte(v)}
 	}
 	l.add(r('P', 0, 1, 0, "a"))
 	l.add(r('P', 0, 1, 0, "a")) // the same record again
@@ -57,7 +59,7 @@ func TestWorkLogContentAddressed(t *testing.T) {
 	if st.Published != 2 || st.Executed != 3 || st.Duplicates != 1 || st.Generations != 2 {
 		t.Fatalf("stats %+v, want 2 published of 3 executions in 2 generations", st)
 	}
-	if string(l.pub[1].result) != "b" {
-		t.Fatalf("item 1 = %q, want its published result", l.pub[1].result)
+	if string(l.pub[1].Result) != "b" {
+		t.Fatalf("item 1 = %q, want its published result", l.pub[1].Result)
 	}
 }

@@ -1,4 +1,4 @@
-package runtime_test
+package workq_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"sperli/codes"
 	"sperli/runtime"
+	"sperli/workq"
 )
 
 // wqItems are n items, "0" … "n-1".
@@ -25,28 +26,28 @@ func wqItems(n int) [][]byte {
 }
 
 // farm runs a queue of items on c, each result the item's text twice.
-func farm(ctx context.Context, c *runtime.Comm, items [][]byte) (map[int][]byte, runtime.WorkStats, int, error) {
-	res, st, did, _, err := farmWith(ctx, c, items, runtime.WorkOptions{})
+func farm(ctx context.Context, c *runtime.Comm, items [][]byte) (map[int][]byte, workq.Stats, int, error) {
+	res, st, did, _, err := farmWith(ctx, c, items, workq.Options{})
 	return res, st, did, err
 }
 
 // farmWith is farm with options; it says how many masters the queue had.
-func farmWith(ctx context.Context, c *runtime.Comm, items [][]byte, opt runtime.WorkOptions) (map[int][]byte, runtime.WorkStats, int, int, error) {
-	w, err := c.WorkQueueWith(ctx, "farm", items, opt)
+func farmWith(ctx context.Context, c *runtime.Comm, items [][]byte, opt workq.Options) (map[int][]byte, workq.Stats, int, int, error) {
+	w, err := workq.New(ctx, c, "farm", items, opt)
 	if err != nil {
-		return nil, runtime.WorkStats{}, 0, 0, err
+		return nil, workq.Stats{}, 0, 0, err
 	}
 	did := 0
 	for {
 		t, ok, err := w.Next(ctx)
 		if err != nil {
-			return nil, runtime.WorkStats{}, did, w.Masters(), err
+			return nil, workq.Stats{}, did, w.Masters(), err
 		}
 		if !ok {
 			break
 		}
 		if err := w.Done(ctx, t, append(append([]byte{}, t.Data...), t.Data...)); err != nil {
-			return nil, runtime.WorkStats{}, did, w.Masters(), err
+			return nil, workq.Stats{}, did, w.Masters(), err
 		}
 		did++
 	}
@@ -68,12 +69,12 @@ func TestWorkQueue(t *testing.T) {
 			comms := newFixture(t, n).initAll(ctx)
 			items := wqItems(97)
 			results := make([]map[int][]byte, n)
-			stats := make([]runtime.WorkStats, n)
+			stats := make([]workq.Stats, n)
 			dids := make([]int, n)
 			masters := make([]int, n)
 			errs := each(comms, func(c *runtime.Comm) error {
 				var err error
-				results[c.Rank()], stats[c.Rank()], dids[c.Rank()], masters[c.Rank()], err = farmWith(ctx, c, items, runtime.WorkOptions{PerMaster: tc.perMaster})
+				results[c.Rank()], stats[c.Rank()], dids[c.Rank()], masters[c.Rank()], err = farmWith(ctx, c, items, workq.Options{PerMaster: tc.perMaster})
 				return err
 			})
 			total := 0
@@ -122,7 +123,7 @@ func TestWorkQueueItemsDiffer(t *testing.T) {
 		if c.Rank() == 2 {
 			items[4] = []byte("four")
 		}
-		_, err := c.WorkQueue(ctx, "q", items)
+		_, err := workq.New(ctx, c, "q", items, workq.Options{})
 		return err
 	})
 	for r, err := range errs {
@@ -141,18 +142,18 @@ func TestWorkQueueBadCalls(t *testing.T) {
 	comms := newFixture(t, 2).initAll(ctx)
 	errs := each(comms, func(c *runtime.Comm) error {
 		for _, per := range []int{1, -3, 1<<20 + 1} {
-			if _, err := c.WorkQueueWith(ctx, "q", wqItems(6), runtime.WorkOptions{PerMaster: per}); codes.Of(err) != codes.OutOfRange || !strings.Contains(err.Error(), "ranks a master") {
+			if _, err := workq.New(ctx, c, "q", wqItems(6), workq.Options{PerMaster: per}); codes.Of(err) != codes.OutOfRange || !strings.Contains(err.Error(), "ranks a master") {
 				return fmt.Errorf("%d ranks a master: %v, want H1616", per, err)
 			}
 		}
-		w, err := c.WorkQueue(ctx, "q", wqItems(6))
+		w, err := workq.New(ctx, c, "q", wqItems(6), workq.Options{})
 		if err != nil {
 			return err
 		}
 		if _, err := w.Results(); codes.Of(err) != codes.OutOfRange {
 			return fmt.Errorf("results before the end: %v, want H1616", err)
 		}
-		if err := w.Done(ctx, &runtime.Task{ID: 1}, []byte("x")); codes.Of(err) != codes.OutOfRange || !strings.Contains(err.Error(), "does not hold") {
+		if err := w.Done(ctx, &workq.Task{ID: 1}, []byte("x")); codes.Of(err) != codes.OutOfRange || !strings.Contains(err.Error(), "does not hold") {
 			return fmt.Errorf("done of a task not held: %v, want H1616", err)
 		}
 		for {
@@ -163,7 +164,7 @@ func TestWorkQueueBadCalls(t *testing.T) {
 				}
 				break
 			}
-			if err := w.Done(ctx, task, make([]byte, runtime.MaxWorkResult+1)); codes.Of(err) != codes.OutOfRange {
+			if err := w.Done(ctx, task, make([]byte, workq.MaxResult+1)); codes.Of(err) != codes.OutOfRange {
 				return fmt.Errorf("a result over the limit: %v, want H1616", err)
 			}
 			if _, _, err := w.Next(ctx); codes.Of(err) != codes.OutOfRange {
@@ -213,7 +214,7 @@ func TestWorkQueueForgedDone(t *testing.T) {
 			liarHasOne := make(chan struct{})
 			release := sync.OnceFunc(func() { close(liarHasOne) })
 			errs := each(comms, func(c *runtime.Comm) error {
-				w, err := c.WorkQueue(ctx, "q", wqItems(50))
+				w, err := workq.New(ctx, c, "q", wqItems(50), workq.Options{})
 				if err != nil {
 					return err
 				}
@@ -231,19 +232,19 @@ func TestWorkQueueForgedDone(t *testing.T) {
 					}
 					if c.Rank() == 2 {
 						defer release() // also when it fails before its lie
-						gen, lease := runtime.TaskFenceForTest(task)
+						gen, lease := workq.TaskFenceForTest(task)
 						var err error
 						switch tc.lie {
 						case "lease":
-							err = runtime.ForgeDoneForTest(ctx, w, task.ID, gen, lease+1000, []byte("forged"))
+							err = workq.ForgeDoneForTest(ctx, w, task.ID, gen, lease+1000, []byte("forged"))
 						case "gen":
-							err = runtime.ForgeDoneForTest(ctx, w, task.ID, gen+1, lease, []byte("forged"))
+							err = workq.ForgeDoneForTest(ctx, w, task.ID, gen+1, lease, []byte("forged"))
 						case "twice":
 							if err = w.Done(ctx, task, []byte("ok")); err == nil {
-								err = runtime.ForgeDoneForTest(ctx, w, task.ID, gen, lease, []byte("again"))
+								err = workq.ForgeDoneForTest(ctx, w, task.ID, gen, lease, []byte("again"))
 							}
 						case "request":
-							err = runtime.RequestForTest(ctx, w)
+							err = workq.RequestForTest(ctx, w)
 						}
 						if err != nil {
 							return err
@@ -277,7 +278,7 @@ func TestWorkQueueForgedDone(t *testing.T) {
 func TestWorkQueueLogOnDisk(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFixture(t, 2)
-	f.spec.CheckpointDir = t.TempDir()
+	f.base.Spec.CheckpointDir = t.TempDir()
 	comms := f.initAll(ctx)
 	items := wqItems(40)
 	for _, err := range each(comms, func(c *runtime.Comm) error { _, _, _, err := farm(ctx, c, items); return err }) {
@@ -285,7 +286,7 @@ func TestWorkQueueLogOnDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	logs, _ := filepath.Glob(filepath.Join(f.spec.CheckpointDir, "*", "queues", "*.wq"))
+	logs, _ := filepath.Glob(filepath.Join(f.base.Spec.CheckpointDir, "*", "queues", "*.wq"))
 	if len(logs) != 1 {
 		t.Fatalf("%d logs written, want 1", len(logs))
 	}
@@ -296,7 +297,7 @@ func TestWorkQueueLogOnDisk(t *testing.T) {
 			t.Fatalf("the same name with other items: %v", err)
 		}
 	}
-	if more, _ := filepath.Glob(filepath.Join(f.spec.CheckpointDir, "*", "queues", "*.wq")); len(more) != 2 {
+	if more, _ := filepath.Glob(filepath.Join(f.base.Spec.CheckpointDir, "*", "queues", "*.wq")); len(more) != 2 {
 		t.Fatalf("%d logs written, want 2", len(more))
 	}
 	b, err := os.ReadFile(logs[0])
@@ -307,7 +308,7 @@ func TestWorkQueueLogOnDisk(t *testing.T) {
 	if err := os.WriteFile(logs[0], b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	errs := each(comms, func(c *runtime.Comm) error { _, err := c.WorkQueue(ctx, "farm", items); return err })
+	errs := each(comms, func(c *runtime.Comm) error { _, err := workq.New(ctx, c, "farm", items, workq.Options{}); return err })
 	wantCode(t, "rank 0", errs[0], codes.CommitSignature)
 	wantCode(t, "rank 1", errs[1], codes.CommitSignature)
 	if !strings.Contains(errs[0].Error(), "does not verify") || !strings.Contains(errs[0].Error(), filepath.Base(logs[0])) {
@@ -321,12 +322,12 @@ func TestWorkQueueLogOnDisk(t *testing.T) {
 func TestWorkQueueLogUnwritable(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFixture(t, 3)
-	f.spec.CheckpointDir = t.TempDir()
+	f.base.Spec.CheckpointDir = t.TempDir()
 	comms := f.initAll(ctx)
-	if err := os.MkdirAll(filepath.Join(f.spec.CheckpointDir, comms[0].JobID()), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(f.base.Spec.CheckpointDir, comms[0].JobID()), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.spec.CheckpointDir, comms[0].JobID(), "queues"), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(f.base.Spec.CheckpointDir, comms[0].JobID(), "queues"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	errs := each(comms, func(c *runtime.Comm) error { _, _, _, err := farm(ctx, c, wqItems(20)); return err })
@@ -353,11 +354,11 @@ func TestWorkQueueManyMastersOnDisk(t *testing.T) {
 func testManyMastersOnDisk(t *testing.T, later bool) {
 	ctx := testCtx(t)
 	f := newFixture(t, 6)
-	f.spec.CheckpointDir = t.TempDir()
+	f.base.Spec.CheckpointDir = t.TempDir()
 	comms := f.initAll(ctx)
 	items := wqItems(61)
-	opt := runtime.WorkOptions{PerMaster: 2}
-	first := make([]runtime.WorkStats, len(comms))
+	opt := workq.Options{PerMaster: 2}
+	first := make([]workq.Stats, len(comms))
 	for r, err := range each(comms, func(c *runtime.Comm) error {
 		var err error
 		_, first[c.Rank()], _, _, err = farmWith(ctx, c, items, opt)
@@ -368,9 +369,9 @@ func testManyMastersOnDisk(t *testing.T, later bool) {
 		}
 	}
 	for _, c := range comms {
-		runtime.DropQueuesForTest(c, later)
+		workq.DropQueueForTest(c, "farm", later)
 	}
-	stats := make([]runtime.WorkStats, len(comms))
+	stats := make([]workq.Stats, len(comms))
 	dids := make([]int, len(comms))
 	errs := each(comms, func(c *runtime.Comm) error {
 		var err error
@@ -395,12 +396,12 @@ func testManyMastersOnDisk(t *testing.T, later bool) {
 func TestWorkQueueForgedDiskLog(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFixture(t, 2)
-	f.spec.CheckpointDir = t.TempDir()
+	f.base.Spec.CheckpointDir = t.TempDir()
 	comms := f.initAll(ctx)
 	items := wqItems(40)
-	queues := make([]*runtime.WorkQueue, len(comms))
+	queues := make([]*workq.Queue, len(comms))
 	for r, err := range each(comms, func(c *runtime.Comm) error {
-		w, err := c.WorkQueue(ctx, "farm", items)
+		w, err := workq.New(ctx, c, "farm", items, workq.Options{})
 		if err != nil {
 			return err
 		}
@@ -411,7 +412,7 @@ func TestWorkQueueForgedDiskLog(t *testing.T) {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-	logs, _ := filepath.Glob(filepath.Join(f.spec.CheckpointDir, "*", "queues", "*.wq"))
+	logs, _ := filepath.Glob(filepath.Join(f.base.Spec.CheckpointDir, "*", "queues", "*.wq"))
 	if len(logs) != 1 {
 		t.Fatalf("%d logs written, want 1", len(logs))
 	}
@@ -419,7 +420,7 @@ func TestWorkQueueForgedDiskLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := runtime.DiskFromForTest(queues[1], b); err != nil || n < 40 {
+	if n, err := workq.DiskFromForTest(queues[1], b); err != nil || n < 40 {
 		t.Fatalf("the log as written: %d records, %v; want the 40 published at least", n, err)
 	}
 	flipped := append([]byte{}, b...)
@@ -434,7 +435,7 @@ func TestWorkQueueForgedDiskLog(t *testing.T) {
 		{"bytes after its last chunk", append(append([]byte{}, b...), 0, 0), "after its last whole chunk"},
 		{"no head", b[:10], "not a work queue's log"},
 	} {
-		_, err := runtime.DiskFromForTest(queues[1], tc.b)
+		_, err := workq.DiskFromForTest(queues[1], tc.b)
 		wantCode(t, tc.name, err, codes.ProtocolViolation)
 		if err != nil && (!strings.Contains(err.Error(), "protocol violation by rank 0") || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %q, want rank 0 named and %q", tc.name, err, tc.want)
@@ -447,15 +448,15 @@ func TestWorkQueueForgedDiskLog(t *testing.T) {
 func TestWorkQueueForgedDiskRecord(t *testing.T) {
 	ctx := testCtx(t)
 	f := newFixture(t, 4)
-	f.spec.CheckpointDir = t.TempDir()
+	f.base.Spec.CheckpointDir = t.TempDir()
 	comms := f.initAll(ctx)
 	errs := each(comms, func(c *runtime.Comm) error {
-		w, err := c.WorkQueueWith(ctx, "q", wqItems(40), runtime.WorkOptions{PerMaster: 2})
+		w, err := workq.New(ctx, c, "q", wqItems(40), workq.Options{PerMaster: 2})
 		if err != nil {
 			return err
 		}
 		if c.Rank() == 3 { // the buddy of group 1 (ranks 2 and 3)
-			if err := runtime.ForgeDiskRecordForTest(ctx, w, 1, []byte("forged")); err != nil {
+			if err := workq.ForgeDiskRecordForTest(ctx, w, 1, []byte("forged")); err != nil {
 				return err
 			}
 			_, err := c.Recv(ctx, 0, 99) // nothing sends it: the job's end
@@ -477,12 +478,12 @@ func TestWorkQueueForgedRecord(t *testing.T) {
 	ctx := testCtx(t)
 	comms := newFixture(t, 4).initAll(ctx)
 	errs := each(comms, func(c *runtime.Comm) error {
-		w, err := c.WorkQueueWith(ctx, "q", wqItems(40), runtime.WorkOptions{PerMaster: 2})
+		w, err := workq.New(ctx, c, "q", wqItems(40), workq.Options{PerMaster: 2})
 		if err != nil {
 			return err
 		}
 		if c.Rank() == 2 { // the master of group 1 (ranks 2 and 3)
-			runtime.ForgeRecordForTest(w, 1, 3, 999, []byte("forged"))
+			workq.ForgeRecordForTest(w, 1, 3, 999, []byte("forged"))
 		}
 		return drain(ctx, w)
 	})
@@ -500,7 +501,7 @@ func TestWorkQueueForgedRecord(t *testing.T) {
 }
 
 // drain takes w's tasks to its end, each result "ok".
-func drain(ctx context.Context, w *runtime.WorkQueue) error {
+func drain(ctx context.Context, w *workq.Queue) error {
 	for {
 		task, ok, err := w.Next(ctx)
 		if err != nil || !ok {
