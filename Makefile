@@ -78,7 +78,7 @@ golden:
 # C layer for as long with a seed from the clock (make test runs it 3 s,
 # seed 1).
 fuzz:
-	@set -e; for pkg in ./wire ./pki ./hosts ./runtime ./starlib; do \
+	@set -e; for pkg in ./wire ./pki ./hosts ./ckpt ./starlib; do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$t"; \
 	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \

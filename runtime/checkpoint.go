@@ -12,24 +12,11 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"sperli/ckpt"
 	"sperli/codes"
-	"sperli/job"
-	"sperli/pki"
 	"sperli/runtime/mesh"
 	"sperli/wire"
-)
-
-// Checkpoints (SPEC §9). The file formats are in docs/protocol.md §11.
-const (
-	ckptMagic     = "SPCK"
-	commitMagic   = "SPCM"
-	ckptVersion   = 1
-	ckptHeaderLen = 96
-	commitName    = "COMMIT"
 )
 
 // The runtime's own messages travel in checkpoint frames, matched like data
@@ -128,121 +115,6 @@ func (c *Comm) store() (*ckpt.Store, error) {
 	return st, nil
 }
 
-// fileHeader is the 96-byte header of a rank's checkpoint file.
-type fileHeader struct {
-	Version uint8
-	Job     string
-	Epoch   uint64
-	Rank    uint32
-	Size    uint32
-	Length  uint64
-	Sum     [32]byte
-}
-
-func (h fileHeader) encode() []byte {
-	b := make([]byte, ckptHeaderLen)
-	copy(b, ckptMagic)
-	b[4] = h.Version
-	copy(b[8:40], h.Job)
-	binary.BigEndian.PutUint64(b[40:], h.Epoch)
-	binary.BigEndian.PutUint32(b[48:], h.Rank)
-	binary.BigEndian.PutUint32(b[52:], h.Size)
-	binary.BigEndian.PutUint64(b[56:], h.Length)
-	copy(b[64:96], h.Sum[:])
-	return b
-}
-
-// decodeFileHeader checks the structure of a checkpoint file's header.
-func decodeFileHeader(b []byte) (fileHeader, error) {
-	var h fileHeader
-	if len(b) < ckptHeaderLen {
-		return h, fmt.Errorf("file is %d bytes, shorter than the %d-byte header", len(b), ckptHeaderLen)
-	}
-	if string(b[:4]) != ckptMagic {
-		return h, fmt.Errorf("magic is %q, want %q", b[:4], ckptMagic)
-	}
-	if b[5] != 0 || b[6] != 0 || b[7] != 0 {
-		return h, errors.New("reserved header bytes are not zero")
-	}
-	h.Version = b[4]
-	h.Job = string(b[8:40])
-	h.Epoch = binary.BigEndian.Uint64(b[40:])
-	h.Rank = binary.BigEndian.Uint32(b[48:])
-	h.Size = binary.BigEndian.Uint32(b[52:])
-	h.Length = binary.BigEndian.Uint64(b[56:])
-	copy(h.Sum[:], b[64:96])
-	return h, nil
-}
-
-// commit is a decoded COMMIT: the epoch's SHA-256 of every rank's state.
-type commit struct {
-	Job   string
-	Epoch uint64
-	Size  uint32
-	Sums  [][32]byte
-	raw   []byte
-}
-
-func encodeCommit(job string, epoch uint64, sums [][32]byte, key *pki.PrivateKey) ([]byte, error) {
-	b := make([]byte, 0, 56+32*len(sums)+pki.SignatureSize)
-	b = append(b, commitMagic...)
-	b = append(b, ckptVersion, 0, 0, 0)
-	b = append(b, job...)
-	b = binary.BigEndian.AppendUint64(b, epoch)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(sums)))
-	b = binary.BigEndian.AppendUint32(b, 0)
-	for _, s := range sums {
-		b = append(b, s[:]...)
-	}
-	sig, err := key.Sign(pki.DomainCommit, b)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, sig...), nil
-}
-
-// decodeCommit checks a COMMIT's structure and signature.
-func decodeCommit(b []byte, pub *pki.PublicKey) (*commit, error) {
-	c, body, err := parseCommit(b)
-	if err != nil {
-		return nil, err
-	}
-	if !pub.Verify(pki.DomainCommit, b[:body], b[body:]) {
-		return nil, errors.New("COMMIT signature does not verify")
-	}
-	return c, nil
-}
-
-// parseCommit checks a COMMIT's structure (length first, then magic,
-// version, reserved bytes) and returns it and the length of its signed
-// body; it does not check the signature.
-func parseCommit(b []byte) (*commit, int, error) {
-	if len(b) < 56+pki.SignatureSize || string(b[:4]) != commitMagic {
-		return nil, 0, errors.New("not a COMMIT")
-	}
-	if b[4] != ckptVersion {
-		return nil, 0, fmt.Errorf("COMMIT version %d, want %d", b[4], ckptVersion)
-	}
-	if b[5] != 0 || b[6] != 0 || b[7] != 0 || binary.BigEndian.Uint32(b[52:]) != 0 {
-		return nil, 0, errors.New("COMMIT reserved bytes are not zero")
-	}
-	size := binary.BigEndian.Uint32(b[48:])
-	body := 56 + 32*int(size)
-	if size == 0 || size > job.MaxSize || len(b) != body+pki.SignatureSize {
-		return nil, 0, fmt.Errorf("COMMIT of %d bytes does not hold %d hashes and a signature", len(b), size)
-	}
-	c := &commit{Job: string(b[8:40]), Epoch: binary.BigEndian.Uint64(b[40:]), Size: size, raw: b}
-	for i := 0; i < int(size); i++ {
-		var s [32]byte
-		copy(s[:], b[56+32*i:])
-		c.Sums = append(c.Sums, s)
-	}
-	return c, body, nil
-}
-
-func ownName(rank int) string   { return fmt.Sprintf("rank-%d.ckpt", rank) }
-func buddyName(rank int) string { return fmt.Sprintf("rank-%d.ckpt.buddy", rank) }
-
 // agree runs one internal collective: every rank gives rec, rank 0 checks
 // every record with check (a record that fails is H1627 naming its
 // sender) and computes the verdict with decide, every rank returns the
@@ -315,7 +187,7 @@ func (c *Comm) sendFile(dest int, tag uint32, ok bool, parts ...[]byte) ([]*mesh
 		n += uint64(len(p))
 	}
 	if !ok {
-		n = noFile
+		n = ckpt.NoFile
 	}
 	f, err := c.sysSend(dest, tag, binary.BigEndian.AppendUint64(nil, n))
 	if err != nil {
@@ -357,53 +229,34 @@ func (c *Comm) recvChunks(ctx context.Context, src int, tag uint32, n uint64, si
 	return nil, nil
 }
 
-// checkBuddyHeader checks the header of a buddy copy being received at
-// checkpoint: the file of rank of this job and epoch, as long as its
-// transfer.
-func checkBuddyHeader(b []byte, job string, e uint64, rank, size int, n uint64) error {
-	h, err := decodeFileHeader(b)
-	if err != nil {
-		return err
-	}
-	switch {
-	case h.Version != ckptVersion:
-		return fmt.Errorf("header version %d, want %d", h.Version, ckptVersion)
-	case h.Job != job || h.Epoch != e || h.Rank != uint32(rank) || h.Size != uint32(size):
-		return fmt.Errorf("header names job %q epoch %d rank %d size %d, want %s, %d, %d, %d", h.Job, h.Epoch, h.Rank, h.Size, job, e, rank, size)
-	case h.Length != n-ckptHeaderLen:
-		return fmt.Errorf("header says %d bytes of state, the transfer %d", h.Length, n-ckptHeaderLen)
-	}
-	return nil
-}
-
 // recvBuddy receives rank prev's file at checkpoint of epoch e and writes
 // it to the buddy copy as it arrives (one chunk in memory at a time). It
 // returns the copy's header and whether it is stored; storeErr is a
 // failure of this rank's storage, err a violation or the job's end.
-func (c *Comm) recvBuddy(ctx context.Context, st *ckpt.Store, e uint64, prev int) (hdr fileHeader, stored bool, storeErr, err error) {
+func (c *Comm) recvBuddy(ctx context.Context, st *ckpt.Store, e uint64, prev int) (hdr ckpt.FileHeader, stored bool, storeErr, err error) {
 	what := fmt.Sprintf("checkpoint of epoch %d: the file of rank %d", e, prev)
 	head, err := c.sysRecv(ctx, prev, tagFile)
 	if err != nil {
 		return hdr, false, nil, err
 	}
-	n, ok, lerr := checkBlobLength(head, false)
+	n, ok, lerr := ckpt.CheckBlobLength(head, false)
 	if lerr != nil {
 		return hdr, false, nil, c.violation(prev, "%s: %v", what, lerr)
 	}
 	if !ok {
 		return hdr, false, nil, nil // prev could not write its file
 	}
-	t, cerr := st.Create(e, buddyName(prev))
+	t, cerr := st.Create(e, ckpt.BuddyName(prev))
 	if cerr != nil {
-		storeErr = storageErr(cerr, "checkpoint of epoch %d: cannot write %s", e, buddyName(prev))
+		storeErr = storageErr(cerr, "checkpoint of epoch %d: cannot write %s", e, ckpt.BuddyName(prev))
 	}
-	first := make([]byte, 0, ckptHeaderLen)
+	first := make([]byte, 0, ckpt.HeaderLen)
 	bad, rerr := c.recvChunks(ctx, prev, tagFile, n, func(chunk []byte) error {
-		if len(first) < ckptHeaderLen {
-			k := min(ckptHeaderLen-len(first), len(chunk))
+		if len(first) < ckpt.HeaderLen {
+			k := min(ckpt.HeaderLen-len(first), len(chunk))
 			first = append(first, chunk[:k]...)
-			if len(first) == ckptHeaderLen {
-				if err := checkBuddyHeader(first, c.job.ID, e, prev, c.size, n); err != nil {
+			if len(first) == ckpt.HeaderLen {
+				if err := ckpt.CheckBuddyHeader(first, c.job.ID, e, prev, c.size, n); err != nil {
 					return err
 				}
 			}
@@ -422,12 +275,12 @@ func (c *Comm) recvBuddy(ctx context.Context, st *ckpt.Store, e uint64, prev int
 		}
 		return hdr, false, nil, rerr
 	}
-	hdr, _ = decodeFileHeader(first)
+	hdr, _ = ckpt.DecodeFileHeader(first)
 	if t == nil {
 		return hdr, false, storeErr, nil
 	}
 	if err := t.Commit(); err != nil {
-		return hdr, false, storageErr(err, "checkpoint of epoch %d: cannot write %s", e, buddyName(prev)), nil
+		return hdr, false, storageErr(err, "checkpoint of epoch %d: cannot write %s", e, ckpt.BuddyName(prev)), nil
 	}
 	return hdr, true, nil, nil
 }
@@ -440,7 +293,7 @@ func (c *Comm) recvFetch(ctx context.Context, src int, what string) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	n, _, lerr := checkBlobLength(head, true)
+	n, _, lerr := ckpt.CheckBlobLength(head, true)
 	if lerr != nil {
 		return nil, c.violation(src, "%s: %v", what, lerr)
 	}
@@ -481,37 +334,6 @@ func waitFrames(ctx context.Context, c *Comm, to int, frames []*mesh.Frame) erro
 	return nil
 }
 
-// ranksWith lists the ranks whose byte in table (one per rank) is x.
-func ranksWith(table []byte, x byte) []string {
-	var out []string
-	for r, v := range table {
-		if v == x {
-			out = append(out, strconv.Itoa(r))
-		}
-	}
-	return out
-}
-
-// beginOutcome is the outcome of the begin round on every rank: nil to
-// go on, else the same code everywhere; a rank that is itself the cause
-// of H1625 returns its own error (it names the directory and the system's
-// error), the others name it.
-func beginOutcome(table []byte, e uint64, rank int, ownErr error) error {
-	if rs := ranksWith(table, beginStorage); len(rs) > 0 {
-		if table[rank] == beginStorage && ownErr != nil {
-			return ownErr
-		}
-		return &codes.Error{Code: codes.CheckpointStorage, Rank: -1, Msg: fmt.Sprintf("checkpoint of epoch %d: rank %s cannot use its checkpoint directory", e, strings.Join(rs, ", "))}
-	}
-	if rs := ranksWith(table, beginTooBig); len(rs) > 0 {
-		return &codes.Error{Code: codes.OutOfRange, Op: "checkpoint", Rank: -1, Msg: fmt.Sprintf("checkpoint of epoch %d: the state of rank %s is over the limit of %d bytes", e, strings.Join(rs, ", "), uint64(MaxState))}
-	}
-	if rs := ranksWith(table, beginOpen); len(rs) > 0 {
-		return &codes.Error{Code: codes.CheckpointOpen, Rank: -1, Msg: fmt.Sprintf("checkpoint of epoch %d: rank %s still has an open send or receive", e, strings.Join(rs, ", "))}
-	}
-	return nil
-}
-
 // Checkpoint stores state as the next epoch (SPEC §9): this rank's file,
 // the buddy copy on rank (n+1) mod size, and the COMMIT signed by rank 0.
 // Every rank calls it in the same order as the collectives. It returns when
@@ -544,37 +366,37 @@ func (c *Comm) Checkpoint(ctx context.Context, state []byte) (err error) {
 
 	// 1. Every rank says whether it can take part; one rank that cannot
 	// is the same code everywhere.
-	status := byte(beginReady)
+	status := byte(ckpt.BeginReady)
 	switch {
 	case stErr != nil:
-		status = beginStorage
-	case uint64(len(state)) > MaxState:
-		status = beginTooBig
+		status = ckpt.BeginStorage
+	case uint64(len(state)) > ckpt.MaxState:
+		status = ckpt.BeginTooBig
 	case open > 0:
-		status = beginOpen
+		status = ckpt.BeginOpen
 	}
-	table, err := c.agree(ctx, kindCkptBegin, []byte{status}, checkBeginRecord, concat)
+	table, err := c.agree(ctx, kindCkptBegin, []byte{status}, ckpt.CheckBeginRecord, concat)
 	if err != nil {
 		return err
 	}
-	if verr := checkBeginVerdict(table, c.size, c.rank, status); verr != nil {
+	if verr := ckpt.CheckBeginVerdict(table, c.size, c.rank, status); verr != nil {
 		return c.violation(0, "checkpoint of epoch %d: the verdict of rank 0 on the begin round: %v", e, verr)
 	}
-	if err := beginOutcome(table, e, c.rank, stErr); err != nil {
+	if err := ckpt.BeginOutcome(table, e, c.rank, stErr); err != nil {
 		return err
 	}
 
 	// 2. This rank's file.
 	sum := sha256.Sum256(state)
-	hdr := fileHeader{Version: ckptVersion, Job: c.job.ID, Epoch: e, Rank: uint32(c.rank), Size: uint32(c.size), Length: uint64(len(state)), Sum: sum}
-	head := hdr.encode()
+	hdr := ckpt.FileHeader{Version: ckpt.Version, Job: c.job.ID, Epoch: e, Rank: uint32(c.rank), Size: uint32(c.size), Length: uint64(len(state)), Sum: sum}
+	head := hdr.Encode()
 	var ownErr error
 	if err := st.MkEpoch(e); err != nil {
 		ownErr = storageErr(err, "checkpoint of epoch %d: cannot make %s", e, c.epochDir(e))
 	} else {
-		st.Remove(e, commitName) // a replaced epoch is garbage until its new COMMIT
-		if err := st.Write(e, ownName(c.rank), head, state); err != nil {
-			ownErr = storageErr(err, "checkpoint of epoch %d: cannot write %s", e, ownName(c.rank))
+		st.Remove(e, ckpt.CommitName) // a replaced epoch is garbage until its new COMMIT
+		if err := st.Write(e, ckpt.OwnName(c.rank), head, state); err != nil {
+			ownErr = storageErr(err, "checkpoint of epoch %d: cannot write %s", e, ckpt.OwnName(c.rank))
 		}
 	}
 	c.failurePoint("mid-ckpt", c.ckpt.count+1)
@@ -593,7 +415,7 @@ func (c *Comm) Checkpoint(ctx context.Context, state []byte) (err error) {
 // copy it keeps of rank n-1's file (stored, its header; err when it could
 // not store it) and whether rank n+1 kept this rank's (ok).
 type buddyCopy struct {
-	hdr    fileHeader
+	hdr    ckpt.FileHeader
 	stored bool
 	err    error
 	ok     bool
@@ -628,7 +450,7 @@ func (c *Comm) ckptBuddy(ctx context.Context, st *ckpt.Store, e uint64, sent boo
 	if err != nil {
 		return bud, err
 	}
-	if bud.ok, err = checkAck(a); err != nil {
+	if bud.ok, err = ckpt.CheckAck(a); err != nil {
 		return bud, c.violation(next, "checkpoint of epoch %d: the answer of rank %d on the buddy copy: %v", e, next, err)
 	}
 	if err := waitFrames(ctx, c, next, frames); err != nil {
@@ -641,20 +463,20 @@ func (c *Comm) ckptBuddy(ctx context.Context, st *ckpt.Store, e uint64, sent boo
 // why it failed), signs the COMMIT and hands it to all; every rank checks
 // it and stores it, or removes the epoch's files when it failed.
 func (c *Comm) ckptCommit(ctx context.Context, st *ckpt.Store, e uint64, sum [32]byte, ownErr error, bud buddyCopy) error {
-	rec := make([]byte, commitRecLen)
+	rec := make([]byte, ckpt.CommitRecLen)
 	switch {
 	case ownErr != nil:
-		rec[0] = commitOwnFailed
+		rec[0] = ckpt.CommitOwnFailed
 	case bud.err != nil:
-		rec[0] = commitBuddyFail
+		rec[0] = ckpt.CommitBuddyFail
 	case !bud.ok:
-		rec[0] = commitNotKept
+		rec[0] = ckpt.CommitNotKept
 	}
 	copy(rec[1:], sum[:])
-	res, err := c.agree(ctx, kindCkptCommit, rec, checkCommitRecord, func(recs [][]byte) []byte {
+	res, err := c.agree(ctx, kindCkptCommit, rec, ckpt.CheckCommitRecord, func(recs [][]byte) []byte {
 		sums := make([][32]byte, len(recs))
 		for r, x := range recs {
-			if x[0] != commitOK {
+			if x[0] != ckpt.CommitOK {
 				why := [...]string{"", "could not write its file", "could not store its buddy copy", "its buddy could not store its copy"}[x[0]]
 				return append([]byte{1}, fmt.Sprintf("rank %d %s", r, why)...)
 			}
@@ -663,16 +485,16 @@ func (c *Comm) ckptCommit(ctx context.Context, st *ckpt.Store, e uint64, sum [32
 		if c.jobPriv == nil {
 			return append([]byte{1}, "rank 0 has no job key to sign the COMMIT"...)
 		}
-		cm, err := encodeCommit(c.job.ID, e, sums, c.jobPriv)
+		cm, err := ckpt.EncodeCommit(c.job.ID, e, sums, c.jobPriv)
 		if err != nil {
-			return append([]byte{1}, cutText("signing the COMMIT: "+err.Error(), maxReason)...)
+			return append([]byte{1}, ckpt.CutText("signing the COMMIT: "+err.Error(), ckpt.MaxReason)...)
 		}
 		return append([]byte{0}, cm...)
 	})
 	if err != nil {
 		return err
 	}
-	ok, rest, verr := checkCommitVerdict(res, rec[0])
+	ok, rest, verr := ckpt.CheckCommitVerdict(res, rec[0])
 	if verr == nil && ok && c.rank != 0 {
 		verr = c.checkNewCommit(rest, e, sum, bud.stored, bud.hdr.Sum)
 	}
@@ -688,7 +510,7 @@ func (c *Comm) ckptCommit(ctx context.Context, st *ckpt.Store, e uint64, sum [32
 		}
 		return &codes.Error{Code: codes.CheckpointStorage, Rank: -1, Msg: fmt.Sprintf("checkpoint of epoch %d failed: %s", e, rest)}
 	}
-	if err := st.Write(e, commitName, rest); err != nil {
+	if err := st.Write(e, ckpt.CommitName, rest); err != nil {
 		return storageErr(err, "checkpoint of epoch %d: cannot store the COMMIT", e)
 	}
 	c.ckpt.epoch = e
@@ -702,7 +524,7 @@ func (c *Comm) ckptCommit(ctx context.Context, st *ckpt.Store, e uint64, sum [32
 // it verifies, names this job, epoch and size, holds this rank's hash and
 // the hash of the buddy copy this rank stored.
 func (c *Comm) checkNewCommit(b []byte, e uint64, sum [32]byte, budStored bool, budSum [32]byte) error {
-	cm, err := decodeCommit(b, c.jobPub)
+	cm, err := ckpt.DecodeCommit(b, c.jobPub)
 	if err != nil {
 		return err
 	}
@@ -715,15 +537,6 @@ func (c *Comm) checkNewCommit(b []byte, e uint64, sum [32]byte, budStored bool, 
 		return fmt.Errorf("the COMMIT's hash of rank %d is not that of its copy this rank keeps", (c.rank+c.size-1)%c.size)
 	}
 	return nil
-}
-
-// cutText cuts s to at most n bytes on a rune boundary.
-func cutText(s string, n int) string {
-	for len(s) > n {
-		_, k := utf8.DecodeLastRuneInString(s)
-		s = s[:len(s)-k]
-	}
-	return s
 }
 
 // CheckpointValue is Checkpoint of v's MarshalBinary.
@@ -741,9 +554,9 @@ func (c *Comm) epochDir(e uint64) string {
 
 // removeEpochFiles removes this rank's files of a failed epoch.
 func (c *Comm) removeEpochFiles(st *ckpt.Store, e uint64) {
-	st.Remove(e, ownName(c.rank))
+	st.Remove(e, ckpt.OwnName(c.rank))
 	if c.size > 1 {
-		st.Remove(e, buddyName((c.rank+c.size-1)%c.size))
+		st.Remove(e, ckpt.BuddyName((c.rank+c.size-1)%c.size))
 	}
 	st.RemoveDir(e) // only if empty
 }
@@ -763,111 +576,36 @@ func (c *Comm) prune(st *ckpt.Store, e uint64) {
 // Epoch returns the last committed or resumed epoch (0: none).
 func (c *Comm) Epoch() uint64 { return c.ckpt.epoch }
 
-// file status at resume, as one byte in the status table.
-const (
-	fileOK      = 0
-	fileAbsent  = 1
-	fileDamaged = 2
-	fileHeader_ = 3
-)
-
-// verifyFile checks a checkpoint file (read from disk or fetched from a
-// buddy) against the COMMIT's hash of rank and against the job: damaged
-// when it is short, its magic or reserved bytes are wrong, or its state's
-// length or SHA-256 is not its header's or not the COMMIT's; header when
-// intact but its version, job, epoch, rank or size is not the COMMIT's.
-func verifyFile(b []byte, cm *commit, rank int, job string) byte {
-	h, err := decodeFileHeader(b)
-	if err != nil {
-		return fileDamaged
-	}
-	state := b[ckptHeaderLen:]
-	sum := sha256.Sum256(state)
-	if uint64(len(state)) != h.Length || sum != h.Sum || rank < 0 || rank >= len(cm.Sums) || sum != cm.Sums[rank] {
-		return fileDamaged
-	}
-	if h.Version != ckptVersion || h.Job != job || h.Epoch != cm.Epoch || h.Rank != uint32(rank) || h.Size != cm.Size {
-		return fileHeader_
-	}
-	return fileOK
-}
-
 // checkFile reads epoch's file name and checks it against the COMMIT's
 // hash of rank.
-func (c *Comm) checkFile(st *ckpt.Store, cm *commit, name string, rank int) (byte, []byte) {
+func (c *Comm) checkFile(st *ckpt.Store, cm *ckpt.Commit, name string, rank int) (byte, []byte) {
 	b, err := st.Read(cm.Epoch, name)
 	if err != nil {
-		return fileAbsent, nil
+		return ckpt.FileAbsent, nil
 	}
-	if s := verifyFile(b, cm, rank, c.job.ID); s != fileOK {
+	if s := ckpt.VerifyFile(b, cm, rank, c.job.ID); s != ckpt.FileOK {
 		return s, nil
 	}
-	return fileOK, b
+	return ckpt.FileOK, b
 }
 
 // newestCommit finds this rank's newest COMMIT that verifies; saw tells
 // whether any COMMIT file exists at all.
-func (c *Comm) newestCommit(st *ckpt.Store) (cm *commit, saw bool) {
+func (c *Comm) newestCommit(st *ckpt.Store) (cm *ckpt.Commit, saw bool) {
 	epochs := st.Epochs()
 	sort.Slice(epochs, func(i, j int) bool { return epochs[i] > epochs[j] })
 	for _, e := range epochs {
-		b, err := st.Read(e, commitName)
+		b, err := st.Read(e, ckpt.CommitName)
 		if err != nil {
 			continue
 		}
 		saw = true
-		x, err := decodeCommit(b, c.jobPub)
+		x, err := ckpt.DecodeCommit(b, c.jobPub)
 		if err == nil && x.Job == c.job.ID && x.Epoch == e {
 			return x, true
 		}
 	}
 	return nil, saw
-}
-
-// statusOutcome is the verdict of the resume status table on every rank:
-// nil when every rank has a good copy of its state, else the code of the
-// lowest rank without one.
-func statusOutcome(table []byte, epoch uint64, size int) error {
-	for r := 0; r < size; r++ {
-		o := table[2*r]
-		b := byte(fileAbsent)
-		if size > 1 {
-			b = table[2*((r+1)%size)+1] // rank r's copy is kept by r+1
-		}
-		if o == fileOK || b == fileOK {
-			continue
-		}
-		switch {
-		case o == fileAbsent && b == fileAbsent:
-			return &codes.Error{Code: codes.NoEpoch, Rank: r, Msg: fmt.Sprintf("resume: epoch %d: rank %d's file and its buddy copy are both missing", epoch, r)}
-		case o == fileHeader_ || b == fileHeader_:
-			return &codes.Error{Code: codes.CheckpointHeader, Rank: r, Msg: fmt.Sprintf("resume: epoch %d: rank %d's file has a header that does not match the COMMIT or the job", epoch, r)}
-		default:
-			return &codes.Error{Code: codes.CheckpointDamaged, Rank: r, Msg: fmt.Sprintf("resume: epoch %d: rank %d's state is damaged and no buddy copy is good", epoch, r)}
-		}
-	}
-	return nil
-}
-
-// restoreOutcome is the verdict of the restore round on every rank: the
-// code of the lowest rank whose copy from its buddy was bad or could not
-// be written back; a rank whose own write-back failed returns its own
-// error when the code is H1625.
-func restoreOutcome(table []byte, epoch uint64, rank int, ownErr error) error {
-	for r, x := range table {
-		switch x {
-		case restoreDamaged:
-			return &codes.Error{Code: codes.CheckpointDamaged, Rank: r, Msg: fmt.Sprintf("resume: epoch %d: rank %d's copy from its buddy is damaged", epoch, r)}
-		case restoreHeader:
-			return &codes.Error{Code: codes.CheckpointHeader, Rank: r, Msg: fmt.Sprintf("resume: epoch %d: rank %d's copy from its buddy has a header that does not match the COMMIT or the job", epoch, r)}
-		case restoreStorage:
-			if table[rank] == restoreStorage && ownErr != nil {
-				return ownErr
-			}
-			return &codes.Error{Code: codes.CheckpointStorage, Rank: r, Msg: fmt.Sprintf("resume: epoch %d: rank %d could not write back its file", epoch, r)}
-		}
-	}
-	return nil
 }
 
 // Resume returns the newest committed state of the job, or nil with ok
@@ -888,10 +626,10 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 	defer c.ckptMu.Unlock()
 	st, stErr := c.store()
 	defer st.Close()
-	var mine *commit
-	var my offer
+	var mine *ckpt.Commit
+	var my ckpt.Offer
 	if stErr != nil {
-		my.Flags = offerStorage
+		my.Flags = ckpt.OfferStorage
 	} else {
 		var saw bool
 		mine, saw = c.newestCommit(st)
@@ -899,28 +637,28 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 			my.Epoch = mine.Epoch
 		}
 		if saw {
-			my.Flags = offerSawCommit
+			my.Flags = ckpt.OfferSawCommit
 		}
 	}
 	// 1. Every rank offers its newest verified epoch; the newest wins.
-	out, err := c.agree(ctx, kindResumeOffer, my.record(), func(b []byte) error {
-		_, err := decodeOfferRecord(b)
+	out, err := c.agree(ctx, kindResumeOffer, my.Record(), func(b []byte) error {
+		_, err := ckpt.DecodeOfferRecord(b)
 		return err
 	}, func(recs [][]byte) []byte {
-		offers := make([]offer, len(recs))
+		offers := make([]ckpt.Offer, len(recs))
 		for r, x := range recs {
-			offers[r], _ = decodeOfferRecord(x)
+			offers[r], _ = ckpt.DecodeOfferRecord(x)
 		}
-		return decideOffer(offers).verdict()
+		return ckpt.DecideOffer(offers).Verdict()
 	})
 	if err != nil {
 		return nil, false, err
 	}
-	v, verr := decodeOfferVerdict(out, c.size, c.rank, my)
+	v, verr := ckpt.DecodeOfferVerdict(out, c.size, c.rank, my)
 	if verr != nil {
 		return nil, false, c.violation(0, "resume: the verdict of rank 0 on the epoch: %v", verr)
 	}
-	if v.Flags&offerStorage != 0 {
+	if v.Flags&ckpt.OfferStorage != 0 {
 		if stErr != nil {
 			return nil, false, stErr
 		}
@@ -928,7 +666,7 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 	}
 	epoch, src := v.Epoch, int(v.Src)
 	if epoch == 0 {
-		if v.Flags&offerSawCommit != 0 {
+		if v.Flags&ckpt.OfferSawCommit != 0 {
 			return nil, false, &codes.Error{Code: codes.CommitSignature, Rank: -1, Msg: "resume: COMMIT files exist but none verifies with the job key"}
 		}
 		return nil, false, nil
@@ -941,20 +679,20 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 	// 3. Every rank checks its file and the buddy copy it keeps; the table
 	// of all goes to everyone, so every rank reaches the same verdict.
 	prev := (c.rank + c.size - 1) % c.size
-	ownSt, own := c.checkFile(st, cm, ownName(c.rank), c.rank)
-	budSt, bud := byte(fileAbsent), []byte(nil)
+	ownSt, own := c.checkFile(st, cm, ckpt.OwnName(c.rank), c.rank)
+	budSt, bud := byte(ckpt.FileAbsent), []byte(nil)
 	if c.size > 1 {
-		budSt, bud = c.checkFile(st, cm, buddyName(prev), prev)
+		budSt, bud = c.checkFile(st, cm, ckpt.BuddyName(prev), prev)
 	}
 	mineSt := []byte{ownSt, budSt}
-	table, err := c.agree(ctx, kindResumeStatus, mineSt, checkStatusRecord, concat)
+	table, err := c.agree(ctx, kindResumeStatus, mineSt, ckpt.CheckStatusRecord, concat)
 	if err != nil {
 		return nil, false, err
 	}
-	if verr := checkStatusVerdict(table, c.size, c.rank, mineSt); verr != nil {
+	if verr := ckpt.CheckStatusVerdict(table, c.size, c.rank, mineSt); verr != nil {
 		return nil, false, c.violation(0, "resume: the verdict of rank 0 on the files: %v", verr)
 	}
-	if err := statusOutcome(table, epoch, c.size); err != nil {
+	if err := ckpt.StatusOutcome(table, epoch, c.size); err != nil {
 		return nil, false, err
 	}
 	// 4. Own files that are not good come back from the buddy (restore).
@@ -962,16 +700,16 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 		return nil, false, err
 	}
 	c.ckpt.epoch = epoch
-	return own[ckptHeaderLen:], true, nil
+	return own[ckpt.HeaderLen:], true, nil
 }
 
 // resumeCommit is step 2 of Resume: the rank src, which offered the
 // newest epoch, hands its COMMIT (mine there) to all, and every rank checks
 // it.
-func (c *Comm) resumeCommit(ctx context.Context, mine *commit, epoch uint64, src int) (*commit, error) {
+func (c *Comm) resumeCommit(ctx context.Context, mine *ckpt.Commit, epoch uint64, src int) (*ckpt.Commit, error) {
 	var raw []byte
 	if c.rank == src {
-		raw = mine.raw
+		raw = mine.Raw
 	}
 	raw, err := c.collective(ctx, wire.Call{Kind: uint8(kindResumeCommit), Root: uint32(src)}, "", nil, func([][]byte) ([]byte, [][]byte, error) {
 		out := make([][]byte, c.size)
@@ -985,7 +723,7 @@ func (c *Comm) resumeCommit(ctx context.Context, mine *commit, epoch uint64, src
 	}
 	// The source verified it before it offered it: one that does not
 	// verify, or is of another epoch or job, is the source's lie.
-	cm, derr := decodeCommit(raw, c.jobPub)
+	cm, derr := ckpt.DecodeCommit(raw, c.jobPub)
 	if derr == nil && (cm.Epoch != epoch || cm.Job != c.job.ID) {
 		derr = fmt.Errorf("it names job %q epoch %d", cm.Job, cm.Epoch)
 	}
@@ -1004,53 +742,53 @@ func (c *Comm) resumeCommit(ctx context.Context, mine *commit, epoch uint64, src
 // so that a bad copy or a failed write-back is one outcome for all (the
 // round is skipped when every own file was good). It returns this rank's
 // file, restored or as it was (own).
-func (c *Comm) restore(ctx context.Context, st *ckpt.Store, cm *commit, table []byte, ownSt byte, own, bud []byte) ([]byte, error) {
+func (c *Comm) restore(ctx context.Context, st *ckpt.Store, cm *ckpt.Commit, table []byte, ownSt byte, own, bud []byte) ([]byte, error) {
 	epoch := cm.Epoch
 	prev, next := (c.rank+c.size-1)%c.size, (c.rank+1)%c.size
 	var err error
 	fetching := false
 	for r := 0; r < c.size; r++ {
-		fetching = fetching || table[2*r] != fileOK
+		fetching = fetching || table[2*r] != ckpt.FileOK
 	}
 	if fetching {
 		var frames []*mesh.Frame
-		if table[2*prev] != fileOK {
+		if table[2*prev] != ckpt.FileOK {
 			frames, err = c.sendFile(prev, tagFetch, true, bud)
 			if err != nil {
 				return nil, err
 			}
 		}
-		restore := byte(restoreOK)
+		restore := byte(ckpt.RestoreOK)
 		var restoreErr error
-		if ownSt != fileOK {
+		if ownSt != ckpt.FileOK {
 			got, err := c.recvFetch(ctx, next, fmt.Sprintf("resume: epoch %d: the copy of rank %d's file from rank %d", epoch, c.rank, next))
 			if err != nil {
 				return nil, err
 			}
-			switch verifyFile(got, cm, c.rank, c.job.ID) {
-			case fileOK:
-				if err := st.Write(epoch, ownName(c.rank), got); err != nil {
-					restore, restoreErr = restoreStorage, storageErr(err, "resume: epoch %d: cannot write back %s", epoch, ownName(c.rank))
+			switch ckpt.VerifyFile(got, cm, c.rank, c.job.ID) {
+			case ckpt.FileOK:
+				if err := st.Write(epoch, ckpt.OwnName(c.rank), got); err != nil {
+					restore, restoreErr = ckpt.RestoreStorage, storageErr(err, "resume: epoch %d: cannot write back %s", epoch, ckpt.OwnName(c.rank))
 				} else {
 					own = got
 				}
-			case fileHeader_:
-				restore = restoreHeader
+			case ckpt.FileBadHeader:
+				restore = ckpt.RestoreHeader
 			default:
-				restore = restoreDamaged
+				restore = ckpt.RestoreDamaged
 			}
 		}
 		if err := waitFrames(ctx, c, prev, frames); err != nil {
 			return nil, err
 		}
-		tab, err := c.agree(ctx, kindResumeRestore, []byte{restore}, checkRestoreRecord, concat)
+		tab, err := c.agree(ctx, kindResumeRestore, []byte{restore}, ckpt.CheckRestoreRecord, concat)
 		if err != nil {
 			return nil, err
 		}
-		if verr := checkRestoreVerdict(tab, c.size, c.rank, restore); verr != nil {
+		if verr := ckpt.CheckRestoreVerdict(tab, c.size, c.rank, restore); verr != nil {
 			return nil, c.violation(0, "resume: the verdict of rank 0 on the restored files: %v", verr)
 		}
-		if err := restoreOutcome(tab, epoch, c.rank, restoreErr); err != nil {
+		if err := ckpt.RestoreOutcome(tab, epoch, c.rank, restoreErr); err != nil {
 			return nil, err
 		}
 	}

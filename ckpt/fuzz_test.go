@@ -1,4 +1,4 @@
-package runtime
+package ckpt
 
 import (
 	"bytes"
@@ -46,7 +46,7 @@ func fuzzCommitOf(size int, epoch uint64) []byte {
 	for r := range sums {
 		sums[r] = sha256.Sum256([]byte(fmt.Sprint(r)))
 	}
-	b, err := encodeCommit(fuzzJob, epoch, sums, priv)
+	b, err := EncodeCommit(fuzzJob, epoch, sums, priv)
 	if err != nil {
 		panic(err)
 	}
@@ -55,22 +55,22 @@ func fuzzCommitOf(size int, epoch uint64) []byte {
 
 func FuzzCheckpointHeader(f *testing.F) {
 	state := []byte("state")
-	good := append(fileHeader{Version: 1, Job: fuzzJob, Epoch: 2, Rank: 1, Size: 3, Length: uint64(len(state)), Sum: sha256.Sum256(state)}.encode(), state...)
+	good := append(FileHeader{Version: 1, Job: fuzzJob, Epoch: 2, Rank: 1, Size: 3, Length: uint64(len(state)), Sum: sha256.Sum256(state)}.Encode(), state...)
 	f.Add(good)
 	f.Add(good[:95])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := decodeFileHeader(b)
-		if err == nil && !bytes.Equal(h.encode(), b[:ckptHeaderLen]) {
-			t.Fatalf("header %x decodes to %+v, which encodes to %x", b[:ckptHeaderLen], h, h.encode())
+		h, err := DecodeFileHeader(b)
+		if err == nil && !bytes.Equal(h.Encode(), b[:HeaderLen]) {
+			t.Fatalf("header %x decodes to %+v, which encodes to %x", b[:HeaderLen], h, h.Encode())
 		}
-		cm := &commit{Job: fuzzJob, Epoch: 2, Size: 3, Sums: [][32]byte{{}, sha256.Sum256(state), {}}}
-		s := verifyFile(b, cm, 1, fuzzJob)
-		if s == fileOK && !bytes.Equal(b, good) {
+		cm := &Commit{Job: fuzzJob, Epoch: 2, Size: 3, Sums: [][32]byte{{}, sha256.Sum256(state), {}}}
+		s := VerifyFile(b, cm, 1, fuzzJob)
+		if s == FileOK && !bytes.Equal(b, good) {
 			t.Fatalf("verifyFile accepts %x, which is not the file", b)
 		}
 		if err == nil {
 			n := uint64(len(b))
-			if checkBuddyHeader(b, fuzzJob, h.Epoch, int(h.Rank), int(h.Size), n) == nil && h.Length != n-ckptHeaderLen {
+			if CheckBuddyHeader(b, fuzzJob, h.Epoch, int(h.Rank), int(h.Size), n) == nil && h.Length != n-HeaderLen {
 				t.Fatalf("buddy header of %d bytes of state accepted for a transfer of %d", h.Length, n)
 			}
 		}
@@ -82,14 +82,14 @@ func FuzzCommit(f *testing.F) {
 	f.Add(fuzzCommitOf(1, 1))
 	pub, _ := fuzzKey()
 	for _, seed := range [][]byte{fuzzCommitOf(3, 2), fuzzCommitOf(1, 1)} {
-		if _, err := decodeCommit(seed, pub); err != nil {
+		if _, err := DecodeCommit(seed, pub); err != nil {
 			f.Fatalf("a signed COMMIT does not decode: %v", err)
 		}
 	}
 	// The structure is fuzzed; the signature check (slow under coverage
 	// instrumentation) is FuzzCommit's seeds above and TestResumeDamage.
 	f.Fuzz(func(t *testing.T, b []byte) {
-		cm, _, err := parseCommit(b)
+		cm, _, err := ParseCommit(b)
 		if err != nil {
 			return
 		}
@@ -116,17 +116,17 @@ func FuzzCkptBeginRound(f *testing.F) {
 	f.Add([]byte{0}, []byte{0, 1, 0}, uint16(2), uint16(1))
 	f.Add([]byte{4}, []byte{2, 3}, uint16(1), uint16(0))
 	f.Fuzz(func(t *testing.T, rec, v []byte, n, r uint16) {
-		if checkBeginRecord(rec) == nil && (len(rec) != 1 || rec[0] > beginTooBig) {
+		if CheckBeginRecord(rec) == nil && (len(rec) != 1 || rec[0] > BeginTooBig) {
 			t.Fatalf("begin record %x accepted", rec)
 		}
 		size := fuzzSize(n)
 		rank := fuzzRank(r, size)
 		mine := byte(r>>8) % 4
-		if checkBeginVerdict(v, size, rank, mine) != nil {
+		if CheckBeginVerdict(v, size, rank, mine) != nil {
 			return
 		}
 		wantTableShape(t, v, size, 1, rank, []byte{mine})
-		err := beginOutcome(v, 1, rank, nil)
+		err := BeginOutcome(v, 1, rank, nil)
 		if all0 := bytes.Count(v, []byte{0}) == len(v); (err == nil) != all0 {
 			t.Fatalf("begin verdict %x: outcome %v", v, err)
 		}
@@ -137,47 +137,47 @@ func FuzzCkptCommitRound(f *testing.F) {
 	f.Add(make([]byte, 33), append([]byte{0}, fuzzCommitOf(3, 1)...), byte(0))
 	f.Add(append([]byte{2}, make([]byte, 32)...), []byte("\x01rank 2 could not write its file"), byte(1))
 	f.Fuzz(func(t *testing.T, rec, v []byte, mine byte) {
-		if checkCommitRecord(rec) == nil && (len(rec) != commitRecLen || rec[0] > commitNotKept) {
+		if CheckCommitRecord(rec) == nil && (len(rec) != CommitRecLen || rec[0] > CommitNotKept) {
 			t.Fatalf("commit record %x accepted", rec)
 		}
-		ok, rest, err := checkCommitVerdict(v, mine)
+		ok, rest, err := CheckCommitVerdict(v, mine)
 		if err != nil {
 			return
 		}
-		if ok && (mine != commitOK || v[0] != 0) || !ok && (v[0] != 1 || len(rest) == 0 || len(rest) > maxReason) {
+		if ok && (mine != CommitOK || v[0] != 0) || !ok && (v[0] != 1 || len(rest) == 0 || len(rest) > MaxReason) {
 			t.Fatalf("commit verdict %x accepted as ok %v for status %d", v, ok, mine)
 		}
 		if ok {
-			parseCommit(rest) // must not panic
+			ParseCommit(rest) // must not panic
 		}
 	})
 }
 
 func FuzzResumeOffer(f *testing.F) {
-	f.Add(offer{Epoch: 3, Flags: 1}.record(), offer{Epoch: 3, Src: 1, Flags: 1}.verdict(), uint16(2), uint16(1), offer{Epoch: 3, Flags: 1}.record())
-	f.Add(offer{Flags: 2}.record(), offer{Flags: 3, Bad: 1}.verdict(), uint16(3), uint16(2), offer{Flags: 2}.record())
+	f.Add(Offer{Epoch: 3, Flags: 1}.Record(), Offer{Epoch: 3, Src: 1, Flags: 1}.Verdict(), uint16(2), uint16(1), Offer{Epoch: 3, Flags: 1}.Record())
+	f.Add(Offer{Flags: 2}.Record(), Offer{Flags: 3, Bad: 1}.Verdict(), uint16(3), uint16(2), Offer{Flags: 2}.Record())
 	f.Fuzz(func(t *testing.T, rec, v []byte, n, r uint16, mineRec []byte) {
-		if o, err := decodeOfferRecord(rec); err == nil && !bytes.Equal(o.record(), rec) {
-			t.Fatalf("offer record %x decodes to %+v, which encodes to %x", rec, o, o.record())
+		if o, err := DecodeOfferRecord(rec); err == nil && !bytes.Equal(o.Record(), rec) {
+			t.Fatalf("offer record %x decodes to %+v, which encodes to %x", rec, o, o.Record())
 		}
-		mine, err := decodeOfferRecord(mineRec)
+		mine, err := DecodeOfferRecord(mineRec)
 		if err != nil {
 			return
 		}
 		size := fuzzSize(n)
 		rank := fuzzRank(r, size)
-		o, err := decodeOfferVerdict(v, size, rank, mine)
+		o, err := DecodeOfferVerdict(v, size, rank, mine)
 		if err != nil {
 			return
 		}
-		if !bytes.Equal(o.verdict(), v) || o.Epoch < mine.Epoch || int(o.Src) >= size || int(o.Bad) >= size || o.Flags&mine.Flags != mine.Flags {
+		if !bytes.Equal(o.Verdict(), v) || o.Epoch < mine.Epoch || int(o.Src) >= size || int(o.Bad) >= size || o.Flags&mine.Flags != mine.Flags {
 			t.Fatalf("offer verdict %x accepted for rank %d of %d offering %+v", v, rank, size, mine)
 		}
 		// Rank 0's own verdict from any records is accepted by every rank.
-		recs := make([]offer, size)
+		recs := make([]Offer, size)
 		recs[rank] = mine
-		d := decideOffer(recs)
-		if _, err := decodeOfferVerdict(d.verdict(), size, rank, mine); err != nil {
+		d := DecideOffer(recs)
+		if _, err := DecodeOfferVerdict(d.Verdict(), size, rank, mine); err != nil {
 			t.Fatalf("rank 0's verdict %+v from %+v refused: %v", d, recs, err)
 		}
 	})
@@ -187,8 +187,8 @@ func FuzzResumeStatus(f *testing.F) {
 	f.Add([]byte{0, 2}, []byte{0, 1, 0, 2, 1, 0}, uint16(2), uint16(1))
 	f.Add([]byte{1, 1}, []byte{1, 1}, uint16(0), uint16(0))
 	f.Fuzz(func(t *testing.T, rec, v []byte, n, r uint16) {
-		recOK := checkStatusRecord(rec) == nil
-		if recOK && (len(rec) != 2 || rec[0] > fileHeader_ || rec[1] > fileHeader_) {
+		recOK := CheckStatusRecord(rec) == nil
+		if recOK && (len(rec) != 2 || rec[0] > FileBadHeader || rec[1] > FileBadHeader) {
 			t.Fatalf("status record %x accepted", rec)
 		}
 		if !recOK {
@@ -196,11 +196,11 @@ func FuzzResumeStatus(f *testing.F) {
 		}
 		size := fuzzSize(n)
 		rank := fuzzRank(r, size)
-		if checkStatusVerdict(v, size, rank, rec) != nil {
+		if CheckStatusVerdict(v, size, rank, rec) != nil {
 			return
 		}
 		wantTableShape(t, v, size, 2, rank, rec)
-		if err := statusOutcome(v, 1, size); err != nil {
+		if err := StatusOutcome(v, 1, size); err != nil {
 			switch codes.Of(err) {
 			case codes.NoEpoch, codes.CheckpointDamaged, codes.CheckpointHeader:
 			default:
@@ -214,16 +214,16 @@ func FuzzResumeRestore(f *testing.F) {
 	f.Add([]byte{0}, []byte{0, 3, 0}, uint16(2), uint16(1))
 	f.Add([]byte{3}, []byte{3}, uint16(0), uint16(0))
 	f.Fuzz(func(t *testing.T, rec, v []byte, n, r uint16) {
-		if checkRestoreRecord(rec) != nil {
+		if CheckRestoreRecord(rec) != nil {
 			return
 		}
 		size := fuzzSize(n)
 		rank := fuzzRank(r, size)
-		if checkRestoreVerdict(v, size, rank, rec[0]) != nil {
+		if CheckRestoreVerdict(v, size, rank, rec[0]) != nil {
 			return
 		}
 		wantTableShape(t, v, size, 1, rank, rec)
-		err := restoreOutcome(v, 1, rank, nil)
+		err := RestoreOutcome(v, 1, rank, nil)
 		if all0 := bytes.Count(v, []byte{0}) == len(v); (err == nil) != all0 {
 			t.Fatalf("restore verdict %x: outcome %v", v, err)
 		}
@@ -234,13 +234,13 @@ func FuzzCkptTransfer(f *testing.F) {
 	f.Add(binary.BigEndian.AppendUint64(nil, 1000), false, []byte{1})
 	f.Add(binary.BigEndian.AppendUint64(nil, ^uint64(0)), true, []byte{0, 1})
 	f.Fuzz(func(t *testing.T, head []byte, fetch bool, ack []byte) {
-		n, ok, err := checkBlobLength(head, fetch)
+		n, ok, err := CheckBlobLength(head, fetch)
 		if err == nil {
-			if !ok && fetch || ok && (n > ckptHeaderLen+MaxState || !fetch && n < ckptHeaderLen) {
+			if !ok && fetch || ok && (n > HeaderLen+MaxState || !fetch && n < HeaderLen) {
 				t.Fatalf("length record %x (fetch %v) accepted as %d, %v", head, fetch, n, ok)
 			}
 		}
-		if stored, err := checkAck(ack); err == nil && (len(ack) != 1 || stored != (ack[0] == 1) || ack[0] > 1) {
+		if stored, err := CheckAck(ack); err == nil && (len(ack) != 1 || stored != (ack[0] == 1) || ack[0] > 1) {
 			t.Fatalf("ack %x accepted", ack)
 		}
 	})
@@ -250,7 +250,7 @@ func FuzzCkptTransfer(f *testing.F) {
 // -write-ckpt-seeds); without the flag it checks that they are there.
 func TestWriteCkptSeeds(t *testing.T) {
 	state := []byte("state")
-	good := append(fileHeader{Version: 1, Job: fuzzJob, Epoch: 2, Rank: 1, Size: 3, Length: uint64(len(state)), Sum: sha256.Sum256(state)}.encode(), state...)
+	good := append(FileHeader{Version: 1, Job: fuzzJob, Epoch: 2, Rank: 1, Size: 3, Length: uint64(len(state)), Sum: sha256.Sum256(state)}.Encode(), state...)
 	wrongRank := bytes.Clone(good)
 	wrongRank[51] = 0
 	longer := append(bytes.Clone(good), 'x')
@@ -278,9 +278,9 @@ func TestWriteCkptSeeds(t *testing.T) {
 			"empty":      {b(nil), b(nil), "byte('\\x00')"},
 		},
 		"FuzzResumeOffer": {
-			"newest":   {b(offer{Epoch: 3, Flags: 1}.record()), b(offer{Epoch: 3, Src: 1, Flags: 1}.verdict()), "uint16(2)", "uint16(1)", b(offer{Epoch: 3, Flags: 1}.record())},
-			"storage":  {b(offer{Flags: 2}.record()), b(offer{Flags: 2, Bad: 2}.verdict()), "uint16(2)", "uint16(2)", b(offer{Flags: 2}.record())},
-			"src_7":    {b(u64(0)), b(offer{Epoch: 5, Src: 7}.verdict()), "uint16(2)", "uint16(0)", b(append(u64(0), 0))},
+			"newest":   {b(Offer{Epoch: 3, Flags: 1}.Record()), b(Offer{Epoch: 3, Src: 1, Flags: 1}.Verdict()), "uint16(2)", "uint16(1)", b(Offer{Epoch: 3, Flags: 1}.Record())},
+			"storage":  {b(Offer{Flags: 2}.Record()), b(Offer{Flags: 2, Bad: 2}.Verdict()), "uint16(2)", "uint16(2)", b(Offer{Flags: 2}.Record())},
+			"src_7":    {b(u64(0)), b(Offer{Epoch: 5, Src: 7}.Verdict()), "uint16(2)", "uint16(0)", b(append(u64(0), 0))},
 			"13_bytes": {b(append(u64(2), 1)), b(append(u64(2), 0, 0, 0, 0, 1)), "uint16(2)", "uint16(0)", b(append(u64(2), 1))},
 		},
 		"FuzzResumeStatus": {
