@@ -40,27 +40,6 @@ const (
 	tagFetch   = 3 // resume: a buddy copy back to its owner
 )
 
-// Internal collective kinds of checkpoint and resume; they take part in the
-// job's sequence of calls like any collective, so a rank that checkpoints
-// while another calls a collective is a mismatch (H1613).
-const (
-	kindCkptBegin     collKind = 64
-	kindCkptCommit    collKind = 65
-	kindResumeOffer   collKind = 66
-	kindResumeCommit  collKind = 67
-	kindResumeStatus  collKind = 68
-	kindResumeRestore collKind = 69
-)
-
-func init() {
-	kindNames[kindCkptBegin] = "checkpoint"
-	kindNames[kindCkptCommit] = "checkpoint (commit)"
-	kindNames[kindResumeOffer] = "resume"
-	kindNames[kindResumeCommit] = "resume (commit)"
-	kindNames[kindResumeStatus] = "resume (files)"
-	kindNames[kindResumeRestore] = "resume (restore)"
-}
-
 type ckptState struct {
 	dir   string // DIR, as given
 	root  string // DIR/<job>
@@ -246,8 +225,8 @@ func buddyName(rank int) string { return fmt.Sprintf("rank-%d.ckpt.buddy", rank)
 // every record with check (a record that fails is H1627 naming its
 // sender) and computes the verdict with decide, every rank returns the
 // verdict. The caller checks the verdict: it comes from a peer too.
-func (c *Comm) agree(ctx context.Context, kind collKind, rec []byte, check func([]byte) error, decide func([][]byte) []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(kind), Length: uint32(len(rec))}
+func (c *Comm) agree(ctx context.Context, kind wire.CollKind, rec []byte, check func([]byte) error, decide func([][]byte) []byte) ([]byte, error) {
+	mine := wire.Call{Kind: kind, Length: uint32(len(rec))}
 	return c.collective(ctx, mine, "", rec, func(all [][]byte) ([]byte, [][]byte, error) {
 		for r, x := range all {
 			if err := check(x); err != nil {
@@ -552,7 +531,7 @@ func (c *Comm) Checkpoint(ctx context.Context, state []byte) (err error) {
 	case open > 0:
 		status = beginOpen
 	}
-	table, err := c.agree(ctx, kindCkptBegin, []byte{status}, checkBeginRecord, concat)
+	table, err := c.agree(ctx, wire.CollCkptBegin, []byte{status}, checkBeginRecord, concat)
 	if err != nil {
 		return err
 	}
@@ -650,7 +629,7 @@ func (c *Comm) ckptCommit(ctx context.Context, st *ckptStore, e uint64, sum [32]
 		rec[0] = commitNotKept
 	}
 	copy(rec[1:], sum[:])
-	res, err := c.agree(ctx, kindCkptCommit, rec, checkCommitRecord, func(recs [][]byte) []byte {
+	res, err := c.agree(ctx, wire.CollCkptCommit, rec, checkCommitRecord, func(recs [][]byte) []byte {
 		sums := make([][32]byte, len(recs))
 		for r, x := range recs {
 			if x[0] != commitOK {
@@ -902,7 +881,7 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 		}
 	}
 	// 1. Every rank offers its newest verified epoch; the newest wins.
-	out, err := c.agree(ctx, kindResumeOffer, my.record(), func(b []byte) error {
+	out, err := c.agree(ctx, wire.CollResumeOffer, my.record(), func(b []byte) error {
 		_, err := decodeOfferRecord(b)
 		return err
 	}, func(recs [][]byte) []byte {
@@ -946,7 +925,7 @@ func (c *Comm) Resume(ctx context.Context) (state []byte, ok bool, err error) {
 		budSt, bud = c.checkFile(st, cm, buddyName(prev), prev)
 	}
 	mineSt := []byte{ownSt, budSt}
-	table, err := c.agree(ctx, kindResumeStatus, mineSt, checkStatusRecord, concat)
+	table, err := c.agree(ctx, wire.CollResumeStatus, mineSt, checkStatusRecord, concat)
 	if err != nil {
 		return nil, false, err
 	}
@@ -972,7 +951,7 @@ func (c *Comm) resumeCommit(ctx context.Context, mine *commit, epoch uint64, src
 	if c.rank == src {
 		raw = mine.raw
 	}
-	raw, err := c.collective(ctx, wire.Call{Kind: uint8(kindResumeCommit), Root: uint32(src)}, "", nil, func([][]byte) ([]byte, [][]byte, error) {
+	raw, err := c.collective(ctx, wire.Call{Kind: wire.CollResumeCommit, Root: uint32(src)}, "", nil, func([][]byte) ([]byte, [][]byte, error) {
 		out := make([][]byte, c.size)
 		for i := range out {
 			out[i] = raw
@@ -1042,7 +1021,7 @@ func (c *Comm) restore(ctx context.Context, st *ckptStore, cm *commit, table []b
 		if err := waitFrames(ctx, c, prev, frames); err != nil {
 			return nil, err
 		}
-		tab, err := c.agree(ctx, kindResumeRestore, []byte{restore}, checkRestoreRecord, concat)
+		tab, err := c.agree(ctx, wire.CollResumeRestore, []byte{restore}, checkRestoreRecord, concat)
 		if err != nil {
 			return nil, err
 		}

@@ -443,7 +443,7 @@ func (c *Comm) agreeAs(ctx context.Context, flag uint64, kind byte) (out uint64,
 	a.n -= len(a.early[key])
 	delete(a.early, key)
 	a.mu.Unlock()
-	defer leaveWait(enterWait(collWait{uint64(k), wire.Call{Kind: uint8(kindAgree)}, -1}, c.worldRank(c.rank), -1))
+	defer leaveWait(enterWait(collWait{uint64(k), wire.Call{Kind: wire.CollAgree}, -1}, c.worldRank(c.rank), -1))
 	select {
 	case <-in.done:
 	case <-c.dead:
