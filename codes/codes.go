@@ -173,6 +173,24 @@ func Violation(from int, format string, args ...any) *Error {
 	return &Error{Code: ProtocolViolation, Rank: from, Msg: fmt.Sprintf("protocol violation by rank %d: ", from) + fmt.Sprintf(format, args...)}
 }
 
+// Lost is the H1611 of op ("" for the job's end rather than one call)
+// because rank was lost; the message is formatted as by New. Its Cause
+// blames rank for the loss (CauseLost, code H1611), so that the ranks told
+// of it name the same rank; rank is -1 where no rank number is known (a
+// slot that learns it is the lost one).
+func Lost(op string, rank int, format string, args ...any) *Error {
+	e := LostNoCause(op, rank, format, args...)
+	e.Cause = &Cause{Kind: CauseLost, Rank: rank, Code: PeerLost}
+	return e
+}
+
+// LostNoCause is Lost without a Cause: the H1611 of a loss that ends no
+// job for the other ranks to be told of (a join cut short, or a rank that
+// is told it is the lost one).
+func LostNoCause(op string, rank int, format string, args ...any) *Error {
+	return &Error{Code: PeerLost, Op: op, Rank: rank, Msg: fmt.Sprintf(format, args...)}
+}
+
 func (e *Error) Error() string {
 	if e.Msg == "" {
 		return e.Code.String() + ": " + e.Code.Meaning()

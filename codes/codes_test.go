@@ -49,6 +49,41 @@ func TestError(t *testing.T) {
 	}
 }
 
+// TestLost: Lost and LostNoCause build the H1611 the runtime built by
+// hand before them, field for field.
+func TestLost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  *Error
+		want Error
+	}{
+		{"Lost", Lost("recv", 3, "recv: rank %d lost: %s", 3, "silent"),
+			Error{Code: PeerLost, Op: "recv", Rank: 3, Msg: "recv: rank 3 lost: silent", Cause: &Cause{Kind: CauseLost, Rank: 3, Code: PeerLost}}},
+		{"Lost, no op", Lost("", 2, "rank %d lost: %s", 2, "100% gone"),
+			Error{Code: PeerLost, Rank: 2, Msg: "rank 2 lost: 100% gone", Cause: &Cause{Kind: CauseLost, Rank: 2, Code: PeerLost}}},
+		{"Lost, no rank", Lost("", -1, "slot %d was declared lost", 5),
+			Error{Code: PeerLost, Rank: -1, Msg: "slot 5 was declared lost", Cause: &Cause{Kind: CauseLost, Rank: -1, Code: PeerLost}}},
+		{"LostNoCause", LostNoCause("join", 4, "rank %d lost during the join", 4),
+			Error{Code: PeerLost, Op: "join", Rank: 4, Msg: "rank 4 lost during the join"}},
+		{"LostNoCause, no rank", LostNoCause("", -1, "slot %d was declared lost", 1),
+			Error{Code: PeerLost, Rank: -1, Msg: "slot 1 was declared lost"}},
+	} {
+		g, w := *tc.got, tc.want
+		if g.Code != w.Code || g.Op != w.Op || g.Rank != w.Rank || g.Msg != w.Msg || g.Err != nil {
+			t.Errorf("%s = %+v, want %+v", tc.name, g, w)
+		}
+		switch {
+		case w.Cause == nil && g.Cause != nil:
+			t.Errorf("%s: Cause = %+v, want nil", tc.name, *g.Cause)
+		case w.Cause != nil && (g.Cause == nil || *g.Cause != *w.Cause):
+			t.Errorf("%s: Cause = %v, want %+v", tc.name, g.Cause, *w.Cause)
+		}
+		if got, want := g.Error(), "H1611: "+w.Msg; got != want {
+			t.Errorf("%s: Error() = %q, want %q", tc.name, got, want)
+		}
+	}
+}
+
 // TestMessage: an error's words without its code, for quoting it in
 // another; any other error whole.
 func TestMessage(t *testing.T) {

@@ -79,7 +79,7 @@ type lostStat struct {
 }
 
 // collKinds are the names a rank's status record may give its kinds of
-// collective (runtime's collKind.String); another name is not reported.
+// collective (wire.CollKind.String); another name is not reported.
 var collKinds = []string{"barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall", "reduce_scatter", "split"}
 
 // okMS says whether a waited time read from a rank's status record is one

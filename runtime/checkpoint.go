@@ -27,27 +27,6 @@ const (
 	tagFetch   = 3 // resume: a buddy copy back to its owner
 )
 
-// Internal collective kinds of checkpoint and resume; they take part in the
-// job's sequence of calls like any collective, so a rank that checkpoints
-// while another calls a collective is a mismatch (H1613).
-const (
-	kindCkptBegin     collKind = 64
-	kindCkptCommit    collKind = 65
-	kindResumeOffer   collKind = 66
-	kindResumeCommit  collKind = 67
-	kindResumeStatus  collKind = 68
-	kindResumeRestore collKind = 69
-)
-
-func init() {
-	kindNames[kindCkptBegin] = "checkpoint"
-	kindNames[kindCkptCommit] = "checkpoint (commit)"
-	kindNames[kindResumeOffer] = "resume"
-	kindNames[kindResumeCommit] = "resume (commit)"
-	kindNames[kindResumeStatus] = "resume (files)"
-	kindNames[kindResumeRestore] = "resume (restore)"
-}
-
 type ckptState struct {
 	dir   string // DIR, as given
 	root  string // DIR/<job>
@@ -118,8 +97,8 @@ func (c *Comm) store() (*ckpt.Store, error) {
 // every record with check (a record that fails is H1627 naming its
 // sender) and computes the verdict with decide, every rank returns the
 // verdict. The caller checks the verdict: it comes from a peer too.
-func (c *Comm) agree(ctx context.Context, kind collKind, rec []byte, check func([]byte) error, decide func([][]byte) []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(kind), Length: uint32(len(rec))}
+func (c *Comm) agree(ctx context.Context, kind wire.CollKind, rec []byte, check func([]byte) error, decide func([][]byte) []byte) ([]byte, error) {
+	mine := wire.Call{Kind: kind, Length: uint32(len(rec))}
 	return c.collective(ctx, mine, "", rec, func(all [][]byte) ([]byte, [][]byte, error) {
 		for r, x := range all {
 			if err := check(x); err != nil {
@@ -374,7 +353,7 @@ func (c *Comm) Checkpoint(ctx context.Context, state []byte) (err error) {
 	case open > 0:
 		status = ckpt.BeginOpen
 	}
-	table, err := c.agree(ctx, kindCkptBegin, []byte{status}, ckpt.CheckBeginRecord, concat)
+	table, err := c.agree(ctx, wire.CollCkptBegin, []byte{status}, ckpt.CheckBeginRecord, concat)
 	if err != nil {
 		return err
 	}
@@ -472,7 +451,7 @@ func (c *Comm) ckptCommit(ctx context.Context, st *ckpt.Store, e uint64, sum [32
 		rec[0] = ckpt.CommitNotKept
 	}
 	copy(rec[1:], sum[:])
-	res, err := c.agree(ctx, kindCkptCommit, rec, ckpt.CheckCommitRecord, func(recs [][]byte) []byte {
+	res, err := c.agree(ctx, wire.CollCkptCommit, rec, ckpt.CheckCommitRecord, func(recs [][]byte) []byte {
 		sums := make([][32]byte, len(recs))
 		for r, x := range recs {
 			if x[0] != ckpt.CommitOK {

@@ -18,36 +18,6 @@ import (
 // within the 16 MiB frame limit.
 const MaxCollective = 16777200
 
-// collKind is a collective call. The numbers travel in call descriptors:
-// append only. The kinds that run a schedule of package sched have the
-// same numbers there (sched.Kind(k) is k).
-type collKind uint8
-
-// Collective kinds.
-const (
-	kindBarrier       collKind = 1
-	kindBcast         collKind = 2
-	kindReduce        collKind = 3
-	kindAllreduce     collKind = 4
-	kindGather        collKind = 5
-	kindScatter       collKind = 6
-	kindAllgather     collKind = 7
-	kindAlltoall      collKind = 8
-	kindReduceScatter collKind = 9
-	kindSplit         collKind = 10
-	kindAgree         collKind = 11 // Comm.Agree: no collective frames, named in waiting reports
-)
-
-var kindNames = map[collKind]string{kindBarrier: "barrier", kindBcast: "bcast", kindReduce: "reduce", kindAllreduce: "allreduce", kindGather: "gather", kindScatter: "scatter",
-	kindAllgather: "allgather", kindAlltoall: "alltoall", kindReduceScatter: "reduce_scatter", kindSplit: "split", kindAgree: "agree"}
-
-func (k collKind) String() string {
-	if s, ok := kindNames[k]; ok {
-		return s
-	}
-	return fmt.Sprintf("collective(%d)", uint8(k))
-}
-
 // collFrame is a collective frame kept until its call takes it.
 type collFrame struct {
 	seq   uint64
@@ -150,25 +120,25 @@ func (c *Comm) collArrive(p *peer, h wire.Header, payload []byte) error {
 	return nil
 }
 
-func describe(k collKind, call wire.Call) string {
+func describe(k wire.CollKind, call wire.Call) string {
 	switch k {
-	case kindBarrier:
+	case wire.CollBarrier:
 		return "barrier"
-	case kindBcast, kindGather, kindScatter:
+	case wire.CollBcast, wire.CollGather, wire.CollScatter:
 		return fmt.Sprintf("%s(root %d)", k, call.Root)
-	case kindReduce:
+	case wire.CollReduce:
 		return fmt.Sprintf("reduce(root %d, %s, %s)", call.Root, Type(call.Type), Op(call.Op))
-	case kindAllreduce:
+	case wire.CollAllreduce:
 		return fmt.Sprintf("allreduce(%s, %s)", Type(call.Type), Op(call.Op))
 	}
-	return collKind(call.Kind).String()
+	return call.Kind.String()
 }
 
 // equalLengths are the calls whose every rank gives the same length of
 // data (H1613 otherwise, SPEC §8.3): a frame of such a call says the
 // sender's length, and whoever takes it compares.
-var equalLengths = map[collKind]bool{kindReduce: true, kindAllreduce: true, kindGather: true,
-	kindAllgather: true, kindAlltoall: true, kindReduceScatter: true}
+var equalLengths = map[wire.CollKind]bool{wire.CollReduce: true, wire.CollAllreduce: true, wire.CollGather: true,
+	wire.CollAllgather: true, wire.CollAlltoall: true, wire.CollReduceScatter: true}
 
 func sameCall(a, b wire.Call) bool {
 	return a.Kind == b.Kind && a.Root == b.Root && a.Type == b.Type && a.Op == b.Op
@@ -185,7 +155,7 @@ func (c *Comm) mismatch(format string, args ...any) error {
 // rank v.from voided: H1618, or H1613 when it voided another kind of call.
 func (c *Comm) heardVoid(k uint64, mine wire.Call, v voidNote) error {
 	if v.call.Kind != mine.Kind {
-		return c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, v.from, collKind(v.call.Kind), describe(collKind(mine.Kind), mine))
+		return c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, v.from, v.call.Kind, describe(mine.Kind, mine))
 	}
 	return c.voidedBy(k, v.from)
 }
@@ -196,7 +166,7 @@ func (c *Comm) heardVoid(k uint64, mine wire.Call, v voidNote) error {
 // an earlier call this rank completed (H1613), the sender finishing.
 func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (collFrame, error) {
 	defer leaveWait(enterWait(collWait{k, mine, from}, c.worldRank(c.rank), c.worldRank(from)))
-	kind := collKind(mine.Kind)
+	kind := mine.Kind
 	for {
 		c.mu.Lock()
 		// A void of this call counts even when the job has ended since: the
@@ -243,7 +213,7 @@ func (c *Comm) take(ctx context.Context, k uint64, mine wire.Call, from int) (co
 			if len(q) > 0 && q[0].seq == k && !sameCall(q[0].call, mine) {
 				got := q[0].call
 				c.mu.Unlock()
-				return collFrame{}, c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, r, describe(collKind(got.Kind), got), describe(kind, mine))
+				return collFrame{}, c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, r, describe(got.Kind, got), describe(kind, mine))
 			}
 			if len(q) > 0 && q[0].seq == k && equalLengths[kind] && q[0].call.Length != mine.Length {
 				got := q[0].call
@@ -372,7 +342,7 @@ func (cc *collCall) Size() int { return cc.c.size }
 func (cc *collCall) Seq() uint64 { return cc.k }
 
 // Describe is the call as mismatch messages name it.
-func (cc *collCall) Describe() string { return describe(collKind(cc.mine.Kind), cc.mine) }
+func (cc *collCall) Describe() string { return describe(cc.mine.Kind, cc.mine) }
 
 // Send sends one frame of the call, behind this rank's descriptor, to rank
 // to. data is not copied; written waits for it.
@@ -384,10 +354,10 @@ func (cc *collCall) Send(to int, ack bool, data []byte) error {
 	head := wire.AppendCall(make([]byte, 0, wire.CallSize), cc.mine)
 	f := &mesh.Frame{H: wire.Header{Type: wire.Collective, Incarnation: cc.c.inc, Flags: flags, Tag: cc.c.ctxID, Seq: cc.k, Length: uint32(len(head) + len(data))}, Head: head, Payload: data, Counted: true, Done: make(chan struct{})}
 	cc.sent = append(cc.sent, f)
-	countCollFrame(collKind(cc.mine.Kind), true, len(data))
+	countCollFrame(cc.mine.Kind, true, len(data))
 	p := cc.c.collLinkAt(to)
 	if p == nil {
-		return cc.sendErr(&codes.Error{Code: codes.OutOfRange, Rank: to, Msg: fmt.Sprintf("%s: a frame to rank %d, this rank itself", collKind(cc.mine.Kind), to)})
+		return cc.sendErr(&codes.Error{Code: codes.OutOfRange, Rank: to, Msg: fmt.Sprintf("%s: a frame to rank %d, this rank itself", cc.mine.Kind, to)})
 	}
 	var err error
 	if len(data) <= directMax {
@@ -395,7 +365,7 @@ func (cc *collCall) Send(to int, ack bool, data []byte) error {
 	} else {
 		err = p.Enqueue(f)
 	}
-	return cc.sendErr(cc.c.linkErr(collKind(cc.mine.Kind).String(), to, err))
+	return cc.sendErr(cc.c.linkErr(cc.mine.Kind.String(), to, err))
 }
 
 // sendErr is the outcome of the call when a frame of it could not be sent
@@ -428,7 +398,7 @@ func (cc *collCall) Take(from int) (sched.Frame, error) {
 	if err != nil {
 		return sched.Frame{}, err
 	}
-	countCollFrame(collKind(cc.mine.Kind), false, len(f.data))
+	countCollFrame(cc.mine.Kind, false, len(f.data))
 	return sched.Frame{Ack: f.flags&wire.FlagAck != 0, Len: int(f.call.Length), Data: f.data, Buf: f.buf}, nil
 }
 
@@ -508,7 +478,7 @@ func (c *Comm) scheduled(ctx context.Context, mine wire.Call, argErr string, cal
 func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string, run func(cc *collCall) ([]byte, error)) (out []byte, err error) {
 	c.coll.mu.Lock()
 	defer c.coll.mu.Unlock()
-	if collKind(mine.Kind) < kindCkptBegin {
+	if mine.Kind < wire.CollCkptBegin {
 		// The test-only failure point counts the program's collective
 		// calls, also one that a revoke or the job's end refuses below:
 		// "collective-K" is the K-th call in program order whatever the
@@ -517,7 +487,7 @@ func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string
 		c.failurePoint("collective", c.collN)
 	}
 	c.mu.Lock()
-	if err := c.callableLocked(collKind(mine.Kind).String()); err != nil {
+	if err := c.callableLocked(mine.Kind.String()); err != nil {
 		// A void heard for this call before the job ended is still its
 		// outcome (take says why).
 		if _, heard := c.coll.voids[c.coll.seq+1]; !heard || c.finished {
@@ -537,7 +507,7 @@ func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string
 		c.coll.done = k
 		c.mu.Unlock()
 	}()
-	kind := collKind(mine.Kind)
+	kind := mine.Kind
 	countColl(kind)
 	if sp := traceBegin(); sp.on() {
 		defer func() {
@@ -550,7 +520,7 @@ func (c *Comm) collectiveWith(ctx context.Context, mine wire.Call, argErr string
 	}
 	if heard {
 		if v.call.Kind != mine.Kind {
-			return nil, c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, v.from, collKind(v.call.Kind), describe(kind, mine))
+			return nil, c.mismatch("collective mismatch in call %d: rank %d called %s, this rank called %s", k, v.from, v.call.Kind, describe(kind, mine))
 		}
 		return nil, c.voidedBy(k, v.from)
 	}
@@ -604,7 +574,7 @@ func rootField(root int) uint32 {
 
 // Barrier returns when every rank has called it.
 func (c *Comm) Barrier(ctx context.Context) error {
-	_, err := c.scheduled(ctx, wire.Call{Kind: uint8(kindBarrier)}, "", sched.Call{Kind: sched.Barrier})
+	_, err := c.scheduled(ctx, wire.Call{Kind: wire.CollBarrier}, "", sched.Call{Kind: wire.CollBarrier})
 	return err
 }
 
@@ -616,9 +586,9 @@ func (c *Comm) Barrier(ctx context.Context) error {
 // and the job goes on; contributions of different lengths are H1613.
 // data is not changed; the result is new.
 func (c *Comm) Reduce(ctx context.Context, root int, typ Type, op Op, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(kindReduce), Type: uint8(typ), Op: uint8(op), Root: rootField(root), Length: uint32(len(data))}
+	mine := wire.Call{Kind: wire.CollReduce, Type: uint8(typ), Op: uint8(op), Root: rootField(root), Length: uint32(len(data))}
 	argErr := firstOf(c.checkRoot(root), checkReduction("reduce", typ, op, len(data)), checkData("reduce", len(data)))
-	res, err := c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Reduce, Root: root, Data: data, Fold: foldOf(typ, op)})
+	res, err := c.scheduled(ctx, mine, argErr, sched.Call{Kind: wire.CollReduce, Root: root, Data: data, Fold: foldOf(typ, op)})
 	if err != nil {
 		return nil, err
 	}
@@ -631,30 +601,30 @@ func (c *Comm) Reduce(ctx context.Context, root int, typ Type, op Op, data []byt
 // Allreduce is Reduce whose result every rank returns: the same new bytes
 // on every rank, folded in rank order.
 func (c *Comm) Allreduce(ctx context.Context, typ Type, op Op, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(kindAllreduce), Type: uint8(typ), Op: uint8(op), Root: 0, Length: uint32(len(data))}
+	mine := wire.Call{Kind: wire.CollAllreduce, Type: uint8(typ), Op: uint8(op), Root: 0, Length: uint32(len(data))}
 	argErr := firstOf(checkReduction("allreduce", typ, op, len(data)), checkData("allreduce", len(data)))
-	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Allreduce, Data: data, Fold: foldOf(typ, op)})
+	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: wire.CollAllreduce, Data: data, Fold: foldOf(typ, op)})
 }
 
 // Bcast returns root's data on every rank (new bytes). Off the root, data
 // is ignored and may be nil.
 func (c *Comm) Bcast(ctx context.Context, root int, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(kindBcast), Root: rootField(root)}
+	mine := wire.Call{Kind: wire.CollBcast, Root: rootField(root)}
 	argErr := c.checkRoot(root)
 	if argErr == "" && c.rank == root {
 		argErr = checkData("bcast", len(data))
 		mine.Length = uint32(len(data)) // the announcement tells the others
 	}
-	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Bcast, Root: root, Data: data})
+	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: wire.CollBcast, Root: root, Data: data})
 }
 
 // Gather returns on root the contributions of every rank concatenated in
 // rank order (empty bytes elsewhere). All contributions must have the same
 // length (else H1613).
 func (c *Comm) Gather(ctx context.Context, root int, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(kindGather), Root: rootField(root), Length: uint32(len(data))}
+	mine := wire.Call{Kind: wire.CollGather, Root: rootField(root), Length: uint32(len(data))}
 	argErr := firstOf(c.checkRoot(root), checkData("gather", len(data)))
-	res, err := c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Gather, Root: root, Data: data})
+	res, err := c.scheduled(ctx, mine, argErr, sched.Call{Kind: wire.CollGather, Root: root, Data: data})
 	if err != nil {
 		return nil, err
 	}
@@ -668,21 +638,21 @@ func (c *Comm) Gather(ctx context.Context, root int, data []byte) ([]byte, error
 // rank i. Off the root, data is ignored. Root data that is no whole number
 // of blocks ends the job (H1613 on the root, H1612 elsewhere).
 func (c *Comm) Scatter(ctx context.Context, root int, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(kindScatter), Root: rootField(root)}
+	mine := wire.Call{Kind: wire.CollScatter, Root: rootField(root)}
 	argErr := c.checkRoot(root)
 	if argErr == "" && c.rank == root {
 		argErr = checkData("scatter", len(data))
 	}
-	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Scatter, Root: root, Data: data})
+	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: wire.CollScatter, Root: root, Data: data})
 }
 
 // Allgather returns on every rank the contributions of every rank
 // concatenated in rank order (new bytes). All contributions must have the
 // same length (else H1613); data over MaxCollective bytes is H1618.
 func (c *Comm) Allgather(ctx context.Context, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(kindAllgather), Length: uint32(len(data))}
+	mine := wire.Call{Kind: wire.CollAllgather, Length: uint32(len(data))}
 	argErr := checkData("allgather", len(data))
-	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Allgather, Data: data})
+	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: wire.CollAllgather, Data: data})
 }
 
 // Alltoall cuts data into Size() equal blocks and sends block j to rank j;
@@ -690,12 +660,12 @@ func (c *Comm) Allgather(ctx context.Context, data []byte) ([]byte, error) {
 // no whole number of blocks, or over MaxCollective bytes, is H1618; ranks
 // giving different lengths are H1613.
 func (c *Comm) Alltoall(ctx context.Context, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(kindAlltoall), Length: uint32(len(data))}
+	mine := wire.Call{Kind: wire.CollAlltoall, Length: uint32(len(data))}
 	argErr := checkData("alltoall", len(data))
 	if argErr == "" && len(data)%c.size != 0 {
 		argErr = fmt.Sprintf("alltoall: %d bytes are no whole number of %d blocks", len(data), c.size)
 	}
-	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.Alltoall, Data: data})
+	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: wire.CollAlltoall, Data: data})
 }
 
 // ReduceScatter reduces data over every rank element by element with op,
@@ -703,10 +673,10 @@ func (c *Comm) Alltoall(ctx context.Context, data []byte) ([]byte, error) {
 // result, data being Size() equal blocks of whole elements (else H1618,
 // as the other reduction checks).
 func (c *Comm) ReduceScatter(ctx context.Context, typ Type, op Op, data []byte) ([]byte, error) {
-	mine := wire.Call{Kind: uint8(kindReduceScatter), Type: uint8(typ), Op: uint8(op), Length: uint32(len(data))}
+	mine := wire.Call{Kind: wire.CollReduceScatter, Type: uint8(typ), Op: uint8(op), Length: uint32(len(data))}
 	argErr := firstOf(checkReduction("reduce_scatter", typ, op, len(data)), checkData("reduce_scatter", len(data)))
 	if argErr == "" && (len(data)%c.size != 0 || (len(data)/c.size)%typ.Size() != 0) {
 		argErr = fmt.Sprintf("reduce_scatter: %d bytes are no %d equal blocks of whole %s elements", len(data), c.size, typ)
 	}
-	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: sched.ReduceScatter, Data: data, Fold: foldOf(typ, op)})
+	return c.scheduled(ctx, mine, argErr, sched.Call{Kind: wire.CollReduceScatter, Data: data, Fold: foldOf(typ, op)})
 }

@@ -1,20 +1,6 @@
 package runtime
 
-import (
-	"testing"
-
-	"sperli/runtime/sched"
-)
-
-// TestSchedKinds: the kinds of package sched are runtime's, number for
-// number (both are the kind in a call descriptor).
-func TestSchedKinds(t *testing.T) {
-	for k := kindBarrier; k <= kindReduceScatter; k++ {
-		if got := sched.Kind(k).String(); got != k.String() {
-			t.Errorf("sched.Kind(%d) = %s, want %s", k, got, k)
-		}
-	}
-}
+import "testing"
 
 // TestFoldOf: a reduction hands the schedules the fold of its type and op,
 // and none where the op does not fit the type.

@@ -218,12 +218,7 @@ func (c *Comm) tell(r wire.Reason) {
 // lost declares rank lost (SPEC §7): this rank returns H1611 and tells every
 // other rank, which return H1612.
 func (c *Comm) lost(rank int, why string) {
-	err := &codes.Error{
-		Code:  codes.PeerLost,
-		Rank:  rank,
-		Msg:   fmt.Sprintf("rank %d lost: %s", rank, why),
-		Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost},
-	}
+	err := codes.Lost("", rank, "rank %d lost: %s", rank, why)
 	c.end(err, &wire.Reason{Code: codes.PeerLost, Cause: codes.CauseLost, Rank: int32(rank), Msg: err.Error()})
 	if p := c.peerRank(rank); p != nil {
 		p.Close()

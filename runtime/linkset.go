@@ -439,7 +439,7 @@ func (l *links) joinLinks(ctx context.Context, gone <-chan struct{}, up func(k i
 					l.lost(p.rank, "lost during the join")
 					continue // known lost now: healed around
 				}
-				return &codes.Error{Code: codes.PeerLost, Op: "join", Rank: p.rank, Msg: fmt.Sprintf("rank %d lost during the join", p.rank)}
+				return codes.LostNoCause("join", p.rank, "rank %d lost during the join", p.rank)
 			}
 			k++
 			up(k)

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"fmt"
 	"time"
 
 	"sperli/codes"
@@ -273,8 +272,7 @@ func (l *links) hears(p *peer) bool {
 // (it was silent past their limit — stopped, frozen, cut off — and the
 // job went on without it, or ended).
 func (l *links) declaredLost(from int, why string) {
-	err := &codes.Error{Code: codes.PeerLost, Rank: -1,
-		Msg: fmt.Sprintf("slot %d was declared lost by the others (slot %d told it: %s): the job went on without it, or ended", l.self, from, why)}
+	err := codes.LostNoCause("", -1, "slot %d was declared lost by the others (slot %d told it: %s): the job went on without it, or ended", l.self, from, why)
 	// From now on it tells nothing (no news of the links that close on
 	// it, no abort), so that no slot takes its word for a loss.
 	l.outcast.Store(true)

@@ -325,9 +325,7 @@ func (c *Comm) canSendLocked(r int) bool {
 // lostSenderErr is the H1611 of an any-source op whose rank r, which could
 // have sent it, was lost.
 func lostSenderErr(op *recvOp, r int, why string) error {
-	return &codes.Error{Code: codes.PeerLost, Op: opName(op), Rank: r,
-		Msg:   fmt.Sprintf("%s: rank %d, which could have sent it, lost: %s", opText(op), r, why),
-		Cause: &codes.Cause{Kind: codes.CauseLost, Rank: r, Code: codes.PeerLost}}
+	return codes.Lost(opName(op), r, "%s: rank %d, which could have sent it, lost: %s", opText(op), r, why)
 }
 
 // noSenderErr is the H1617 of an any-source op no rank is left to match.

@@ -426,9 +426,7 @@ func (r *recovery) onLost(slot int, why string, note bool) {
 		// that said bye reads no more and is read no more. The job ends
 		// as without spares (the launcher may restart it).
 		rank, _ := r.layout.RankOf(slot)
-		r.end(&codes.Error{Code: codes.PeerLost, Rank: rank,
-			Msg:   fmt.Sprintf("rank %d (slot %d) lost: %s, after %s finished: a generation whose ranks have begun to finish is not recovered in place", rank, slot, why, who),
-			Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost}})
+		r.end(codes.Lost("", rank, "rank %d (slot %d) lost: %s, after %s finished: a generation whose ranks have begun to finish is not recovered in place", rank, slot, why, who))
 		return
 	}
 	r.begin(slot, why)
@@ -498,9 +496,7 @@ func (r *recovery) begin(slot int, why string) {
 		// No spare left (SPEC §10.2 step 5): the job ends as without
 		// recovery, and the launcher may restart it.
 		rank, _ := r.layout.RankOf(slot)
-		r.end(&codes.Error{Code: codes.PeerLost, Rank: rank,
-			Msg:   fmt.Sprintf("rank %d (slot %d) lost: %s; %s", rank, slot, why, noSpare(err)),
-			Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost}})
+		r.end(codes.Lost("", rank, "rank %d (slot %d) lost: %s; %s", rank, slot, why, noSpare(err)))
 		return
 	}
 	r.lossAt = time.Now()
@@ -521,9 +517,7 @@ func (r *recovery) abandon(slot int, why string) {
 	}
 	rank, _ := r.layout.RankOf(slot)
 	c.recovering.Store(true)
-	c.end(&codes.Error{Code: codes.PeerLost, Rank: rank,
-		Msg:   fmt.Sprintf("rank %d lost (slot %d: %s): the job recovers in generation %d", rank, slot, why, r.layout.Gen+1),
-		Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost}}, nil)
+	c.end(codes.Lost("", rank, "rank %d lost (slot %d: %s): the job recovers in generation %d", rank, slot, why, r.layout.Gen+1), nil)
 }
 
 // onMessage takes an agreement message. A recovery (a rank that takes
@@ -731,8 +725,7 @@ func (r *recovery) switchTo(l elastic.Layout) {
 	for _, s := range l.Lost {
 		if s == r.l.self {
 			r.l.outcast.Store(true) // it tells the others nothing more (declaredLost)
-			r.end(&codes.Error{Code: codes.PeerLost, Rank: -1, Msg: fmt.Sprintf("slot %d was declared lost by the others in generation %d", s, l.Gen),
-				Cause: &codes.Cause{Kind: codes.CauseLost, Rank: -1, Code: codes.PeerLost}})
+			r.end(codes.Lost("", -1, "slot %d was declared lost by the others in generation %d", s, l.Gen))
 			return
 		}
 	}

@@ -112,7 +112,7 @@ func (c *Comm) resumeOffer(ctx context.Context, st *ckpt.Store, stErr error) (*c
 			my.Flags = ckpt.OfferSawCommit
 		}
 	}
-	out, err := c.agree(ctx, kindResumeOffer, my.Record(), func(b []byte) error {
+	out, err := c.agree(ctx, wire.CollResumeOffer, my.Record(), func(b []byte) error {
 		_, err := ckpt.DecodeOfferRecord(b)
 		return err
 	}, func(recs [][]byte) []byte {
@@ -150,7 +150,7 @@ func (c *Comm) resumeStatus(ctx context.Context, st *ckpt.Store, cm *ckpt.Commit
 		budSt, bud = c.checkFile(st, cm, ckpt.BuddyName(prev), prev)
 	}
 	mineSt := []byte{ownSt, budSt}
-	table, err = c.agree(ctx, kindResumeStatus, mineSt, ckpt.CheckStatusRecord, concat)
+	table, err = c.agree(ctx, wire.CollResumeStatus, mineSt, ckpt.CheckStatusRecord, concat)
 	if err != nil {
 		return 0, nil, nil, nil, err
 	}
@@ -171,7 +171,7 @@ func (c *Comm) resumeCommit(ctx context.Context, mine *ckpt.Commit, epoch uint64
 	if c.rank == src {
 		raw = mine.Raw
 	}
-	raw, err := c.collective(ctx, wire.Call{Kind: uint8(kindResumeCommit), Root: uint32(src)}, "", nil, func([][]byte) ([]byte, [][]byte, error) {
+	raw, err := c.collective(ctx, wire.Call{Kind: wire.CollResumeCommit, Root: uint32(src)}, "", nil, func([][]byte) ([]byte, [][]byte, error) {
 		out := make([][]byte, c.size)
 		for i := range out {
 			out[i] = raw
@@ -241,7 +241,7 @@ func (c *Comm) restore(ctx context.Context, st *ckpt.Store, cm *ckpt.Commit, tab
 		if err := waitFrames(ctx, c, prev, frames); err != nil {
 			return nil, err
 		}
-		tab, err := c.agree(ctx, kindResumeRestore, []byte{restore}, ckpt.CheckRestoreRecord, concat)
+		tab, err := c.agree(ctx, wire.CollResumeRestore, []byte{restore}, ckpt.CheckRestoreRecord, concat)
 		if err != nil {
 			return nil, err
 		}

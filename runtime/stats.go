@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sperli/record"
+	"sperli/wire"
 )
 
 // The counters of a rank process, for `sperli run --stats` (what mpiP and
@@ -32,8 +33,8 @@ var counters struct {
 	peakLinks, peakFDs           atomic.Int64
 	joinWall, joinCPU            atomic.Int64 // nanoseconds, at the join's end
 	// perKind counts each collective kind's calls, waits and frames,
-	// indexed by collKind (checkpoints aside: they are in ckptWait).
-	perKind [kindSplit + 1]struct {
+	// indexed by wire.CollKind (checkpoints aside: they are in ckptWait).
+	perKind [wire.CollSplit + 1]struct {
 		calls, wait                              atomic.Int64
 		sentMsgs, sentBytes, recvMsgs, recvBytes atomic.Int64
 	}
@@ -62,7 +63,7 @@ func stats() record.RankStats {
 			if s.Coll == nil {
 				s.Coll = map[string]record.CollStats{}
 			}
-			s.Coll[collKind(k).String()] = record.CollStats{Calls: n, WaitMS: ms(pk.wait.Load()),
+			s.Coll[wire.CollKind(k).String()] = record.CollStats{Calls: n, WaitMS: ms(pk.wait.Load()),
 				SentMsgs: pk.sentMsgs.Load(), SentBytes: pk.sentBytes.Load(), RecvMsgs: pk.recvMsgs.Load(), RecvBytes: pk.recvBytes.Load()}
 		}
 	}
@@ -128,8 +129,8 @@ func countSend(n int) {
 // countCollFrame counts a frame of n bytes of data that a collective of
 // kind k sent (or took): in the totals and in its kind's (checkpoints
 // aside).
-func countCollFrame(k collKind, sent bool, n int) {
-	if !counting || k >= kindCkptBegin || int(k) >= len(counters.perKind) {
+func countCollFrame(k wire.CollKind, sent bool, n int) {
+	if !counting || k >= wire.CollCkptBegin || int(k) >= len(counters.perKind) {
 		return
 	}
 	pk := &counters.perKind[k]
@@ -147,11 +148,11 @@ func countCollFrame(k collKind, sent bool, n int) {
 }
 
 // countColl counts a collective call (checkpoints aside).
-func countColl(k collKind) {
+func countColl(k wire.CollKind) {
 	if !counting {
 		return
 	}
-	if k < kindCkptBegin {
+	if k < wire.CollCkptBegin {
 		counters.colls.Add(1)
 		if int(k) < len(counters.perKind) {
 			counters.perKind[k].calls.Add(1)
@@ -185,8 +186,8 @@ func countWait(w *waitInfo) {
 		default:
 		}
 	case collWait:
-		k := collKind(what.call.Kind)
-		if k >= kindCkptBegin {
+		k := what.call.Kind
+		if k >= wire.CollCkptBegin {
 			counters.ckptWait.Add(int64(d))
 			return
 		}

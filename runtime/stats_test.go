@@ -18,11 +18,11 @@ func TestCountWait(t *testing.T) {
 	close(done.done)
 	leaveWait(enterWait(recvWait{r: done}, 0, 1))
 	leaveWait(enterWait(recvWait{r: &recvOp{done: make(chan struct{})}}, 0, 1))
-	leaveWait(enterWait(collWait{k: 1, call: wire.Call{Kind: uint8(kindBarrier)}, from: 1}, 0, 1))
-	leaveWait(enterWait(collWait{k: 2, call: wire.Call{Kind: uint8(kindCkptBegin)}, from: 1}, 0, 1))
+	leaveWait(enterWait(collWait{k: 1, call: wire.Call{Kind: wire.CollBarrier}, from: 1}, 0, 1))
+	leaveWait(enterWait(collWait{k: 2, call: wire.Call{Kind: wire.CollCkptBegin}, from: 1}, 0, 1))
 	countSend(7)
-	countColl(kindBarrier)
-	countColl(kindCkptBegin)
+	countColl(wire.CollBarrier)
+	countColl(wire.CollCkptBegin)
 	after := stats()
 	if got := after.RecvMsgs - before.RecvMsgs; got != 1 {
 		t.Errorf("%d messages received, want 1", got)
@@ -53,12 +53,12 @@ func TestCountWait(t *testing.T) {
 // TestCountCollFrames: a collective's frames count in the totals and in
 // their kind, sent and taken apart; a checkpoint's in neither.
 func TestCountCollFrames(t *testing.T) {
-	countColl(kindAllreduce) // a kind shows once called
+	countColl(wire.CollAllreduce) // a kind shows once called
 	before := stats()
-	countCollFrame(kindAllreduce, true, 8)
-	countCollFrame(kindAllreduce, true, 16)
-	countCollFrame(kindAllreduce, false, 24)
-	countCollFrame(kindCkptBegin, true, 100)
+	countCollFrame(wire.CollAllreduce, true, 8)
+	countCollFrame(wire.CollAllreduce, true, 16)
+	countCollFrame(wire.CollAllreduce, false, 24)
+	countCollFrame(wire.CollCkptBegin, true, 100)
 	after := stats()
 	if after.SentMsgs-before.SentMsgs != 2 || after.SentBytes-before.SentBytes != 24 || after.RecvMsgs-before.RecvMsgs != 1 || after.RecvBytes-before.RecvBytes != 24 {
 		t.Errorf("totals: %+v then %+v, want 2 frames (24 bytes) sent and 1 (24 bytes) taken more", before, after)

@@ -99,7 +99,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 	rec = binary.BigEndian.AppendUint32(rec, uint32(int32(color)))
 	rec = binary.BigEndian.AppendUint32(rec, uint32(int32(key)))
 	rec = binary.BigEndian.AppendUint32(rec, next)
-	mine := wire.Call{Kind: uint8(kindSplit), Length: splitRecord}
+	mine := wire.Call{Kind: wire.CollSplit, Length: splitRecord}
 	all, err := c.collectiveWith(ctx, mine, argErr, func(cc *collCall) ([]byte, error) {
 		return cc.star(rec, func(contrib [][]byte) ([]byte, [][]byte, error) {
 			out := concat(contrib)

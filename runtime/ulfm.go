@@ -85,8 +85,7 @@ func (c *Comm) lostReturn(slot int, why string) {
 }
 
 func (c *Comm) lostErr(op string, rank int, why string) error {
-	return &codes.Error{Code: codes.PeerLost, Op: op, Rank: rank, Msg: fmt.Sprintf("%s: rank %d lost: %s", op, rank, why),
-		Cause: &codes.Cause{Kind: codes.CauseLost, Rank: rank, Code: codes.PeerLost}}
+	return codes.Lost(op, rank, "%s: rank %d lost: %s", op, rank, why)
 }
 
 // peerFailedLocked is the error of a call on c that needs rank r of c
@@ -443,7 +442,7 @@ func (c *Comm) agreeAs(ctx context.Context, flag uint64, kind byte) (out uint64,
 	a.n -= len(a.early[key])
 	delete(a.early, key)
 	a.mu.Unlock()
-	defer leaveWait(enterWait(collWait{uint64(k), wire.Call{Kind: uint8(kindAgree)}, -1}, c.worldRank(c.rank), -1))
+	defer leaveWait(enterWait(collWait{uint64(k), wire.Call{Kind: wire.CollAgree}, -1}, c.worldRank(c.rank), -1))
 	select {
 	case <-in.done:
 	case <-c.dead:
@@ -480,7 +479,7 @@ func (c *Comm) agreeAs(ctx context.Context, flag uint64, kind byte) (out uint64,
 		}
 	}
 	if slices.Contains(failed, c.links.self) {
-		return 0, &codes.Error{Code: codes.PeerLost, Op: "agree", Rank: c.rank, Msg: "agree: the others agreed that this rank is lost"}
+		return 0, codes.LostNoCause("agree", c.rank, "agree: the others agreed that this rank is lost")
 	}
 	return and, nil
 }

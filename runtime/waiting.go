@@ -124,9 +124,9 @@ type collWait struct {
 
 func (w collWait) String() string {
 	if w.from < 0 {
-		return fmt.Sprintf("%s (call %d, waiting for the agreement)", describe(collKind(w.call.Kind), w.call), w.k)
+		return fmt.Sprintf("%s (call %d, waiting for the agreement)", describe(w.call.Kind, w.call), w.k)
 	}
-	return fmt.Sprintf("%s (collective %d, waiting for rank %d)", describe(collKind(w.call.Kind), w.call), w.k, w.from)
+	return fmt.Sprintf("%s (collective %d, waiting for rank %d)", describe(w.call.Kind, w.call), w.k, w.from)
 }
 
 // waitRecord is this process's waiting record now.

@@ -18,7 +18,7 @@ func TestWaitingRecord(t *testing.T) {
 	readControl(strings.NewReader("hello\n"+strings.Repeat("waiting", 100)+"\nwaiting\n"), &out, nil)
 	leaveWait(w)
 	readControl(strings.NewReader("waiting"), &out, nil) // no line end: the channel's end
-	c := enterWait(collWait{k: 3, call: wire.Call{Kind: uint8(kindBarrier)}, from: 2}, 0, 2)
+	c := enterWait(collWait{k: 3, call: wire.Call{Kind: wire.CollBarrier}, from: 2}, 0, 2)
 	readControl(strings.NewReader("waiting\n"), &out, nil)
 	leaveWait(c)
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -56,7 +56,7 @@ func TestWaitingRecord(t *testing.T) {
 // TestWaitingForAgreement: a wait in agree names the agreement, not a rank
 // -1; an any-source receive without its communicator names no ranks.
 func TestWaitingForAgreement(t *testing.T) {
-	if got, want := (collWait{k: 2, call: wire.Call{Kind: uint8(kindAgree)}, from: -1}).String(), "agree (call 2, waiting for the agreement)"; got != want {
+	if got, want := (collWait{k: 2, call: wire.Call{Kind: wire.CollAgree}, from: -1}).String(), "agree (call 2, waiting for the agreement)"; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}
 	if got, want := (recvWait{r: &recvOp{src: wire.AnySource, anySrc: true, anyTag: true}}).String(), "recv(any source, any tag)"; got != want {

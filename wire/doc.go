@@ -1,7 +1,8 @@
 // Package wire is the Sperli frame format (SPEC §5, docs/protocol.md): the
-// fixed 32-byte header, its checks, and the encodings of the small payloads
-// (hello, refusal and abort reasons, collective call descriptors). It does no
-// I/O policy and starts no goroutine.
+// fixed 32-byte header, its checks, the encodings of the small payloads
+// (hello, refusal and abort reasons, collective call descriptors) and the
+// kinds of collective call (CollKind). It does no I/O policy and starts no
+// goroutine.
 //
 // Every frame is a header followed by Length payload bytes. A reader decodes
 // the whole header before it reads one payload byte:

@@ -110,11 +110,11 @@ func DecodeReason(p []byte) (Reason, error) {
 // Call describes one collective call; every collective frame starts with it,
 // so that a frame of another call is seen, not guessed (SPEC §8).
 type Call struct {
-	Kind   uint8  // which collective (runtime's table)
-	Type   uint8  // element type (runtime's table), 0 where none
-	Op     uint8  // reduction (runtime's table), 0 where none
-	Root   uint32 // the root rank as the sender called it
-	Length uint32 // the sender's own data length in bytes
+	Kind   CollKind // which collective
+	Type   uint8    // element type (runtime's table), 0 where none
+	Op     uint8    // reduction (runtime's table), 0 where none
+	Root   uint32   // the root rank as the sender called it
+	Length uint32   // the sender's own data length in bytes
 }
 
 // CallSize is the encoded size of a Call.
@@ -122,7 +122,7 @@ const CallSize = 12
 
 // AppendCall appends the encoded call descriptor to b.
 func AppendCall(b []byte, c Call) []byte {
-	b = append(b, c.Kind, c.Type, c.Op, 0)
+	b = append(b, byte(c.Kind), c.Type, c.Op, 0)
 	b = binary.BigEndian.AppendUint32(b, c.Root)
 	return binary.BigEndian.AppendUint32(b, c.Length)
 }
@@ -137,7 +137,7 @@ func DecodeCall(p []byte) (Call, []byte, error) {
 	if p[3] != 0 {
 		return c, nil, codes.New(codes.FrameMalformed, "collective descriptor reserved byte is %d, want 0", p[3])
 	}
-	c.Kind, c.Type, c.Op = p[0], p[1], p[2]
+	c.Kind, c.Type, c.Op = CollKind(p[0]), p[1], p[2]
 	c.Root = binary.BigEndian.Uint32(p[4:])
 	c.Length = binary.BigEndian.Uint32(p[8:])
 	return c, p[CallSize:], nil

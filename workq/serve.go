@@ -2,7 +2,6 @@ package workq
 
 import (
 	"context"
-	"fmt"
 
 	"sperli/codes"
 	"sperli/runtime"
@@ -134,9 +133,7 @@ func (w *Queue) reader(ctx context.Context) (<-chan error, func()) {
 func (w *Queue) nextReq(ctx context.Context, readErr <-chan error) (*req, error) {
 	wake := w.hook.Lost()
 	if lost := w.q.Failed(); len(lost) > 0 {
-		return nil, &codes.Error{Code: codes.PeerLost, Op: "work_queue", Rank: lost[0],
-			Msg:   fmt.Sprintf("work_queue %q: rank %d lost: the queue goes on from its log once the ranks shrink", w.name, lost[0]),
-			Cause: &codes.Cause{Kind: codes.CauseLost, Rank: lost[0], Code: codes.PeerLost}}
+		return nil, codes.Lost("work_queue", lost[0], "work_queue %q: rank %d lost: the queue goes on from its log once the ranks shrink", w.name, lost[0])
 	}
 	select {
 	case r := <-w.reqs:

@@ -3,6 +3,8 @@ package sched
 import (
 	"fmt"
 	"testing"
+
+	"sperli/wire"
 )
 
 // BenchmarkMany runs calls of 8 bytes a rank on 64 and 1,024 ranks over
@@ -12,18 +14,18 @@ import (
 // steps, not the runtime's times.
 func BenchmarkMany(b *testing.B) {
 	lines := []struct {
-		kind Kind
+		kind wire.CollKind
 		name string
 		s    Schedule
 	}{
-		{Barrier, "tree", treeBarrier},
-		{Barrier, "dissemination", dissemination},
-		{Barrier, "star", starBarrier},
-		{Allreduce, "tree", treeAllreduce},
-		{Allreduce, "star", starAllreduce},
-		{Bcast, "tree", treeBcast},
-		{Gather, "tree", treeGather},
-		{Gather, "star", starGather},
+		{wire.CollBarrier, "tree", treeBarrier},
+		{wire.CollBarrier, "dissemination", dissemination},
+		{wire.CollBarrier, "star", starBarrier},
+		{wire.CollAllreduce, "tree", treeAllreduce},
+		{wire.CollAllreduce, "star", starAllreduce},
+		{wire.CollBcast, "tree", treeBcast},
+		{wire.CollGather, "tree", treeGather},
+		{wire.CollGather, "star", starGather},
 	}
 	for _, n := range []int{64, 1024} {
 		for _, ln := range lines {
@@ -33,9 +35,9 @@ func BenchmarkMany(b *testing.B) {
 					runBy(b, n, ln.s, func(l *fakeLink) Call {
 						c := Call{Kind: ln.kind, Data: make([]byte, 8)}
 						switch ln.kind {
-						case Barrier:
+						case wire.CollBarrier:
 							c.Data = nil
-						case Allreduce:
+						case wire.CollAllreduce:
 							c.Fold = fold
 						}
 						l.desc = descLen(ln.kind, l.rank, 0, len(c.Data))

@@ -21,7 +21,7 @@
 // knows, so all run the same schedule. Adding an algorithm is one file
 // with a Schedule and one line of the table.
 //
-//	res, err := sched.Run(link, sched.Call{Kind: sched.Allreduce, Data: mine, Fold: sum})
+//	res, err := sched.Run(link, sched.Call{Kind: wire.CollAllreduce, Data: mine, Fold: sum})
 //
 // A schedule returns the Link's errors as they are and reports frames it
 // does not expect by Link.Mismatch. It never copies data it sends: the

@@ -8,6 +8,8 @@ import (
 	"math/bits"
 	"sync"
 	"testing"
+
+	"sperli/wire"
 )
 
 // The fake Link: n ranks in one process, a goroutine each, joined by a
@@ -63,7 +65,7 @@ func (net *fakeNet) pipe(from, to int) chan Frame {
 type fakeLink struct {
 	net  *fakeNet
 	rank int
-	kind Kind
+	kind wire.CollKind
 	// desc is the length this rank's call descriptor gives (Frame.Len of
 	// every frame it sends), as runtime's descriptor does.
 	desc int
@@ -90,9 +92,9 @@ type fakeLink struct {
 // descLen is the length a rank's call descriptor gives, as runtime's
 // does: the length of its data, but none in barrier and scatter, and in
 // bcast only the root's.
-func descLen(kind Kind, rank, root, n int) int {
+func descLen(kind wire.CollKind, rank, root, n int) int {
 	switch {
-	case kind == Barrier || kind == Scatter, kind == Bcast && rank != root:
+	case kind == wire.CollBarrier || kind == wire.CollScatter, kind == wire.CollBcast && rank != root:
 		return 0
 	}
 	return n

@@ -1,6 +1,6 @@
 package sched
 
-import "fmt"
+import "sperli/wire"
 
 // Link is one collective call of one rank as a schedule sees it: the
 // rank, the size, and frames to and from the other ranks of the call. A
@@ -84,7 +84,9 @@ type Fold interface {
 
 // Call is one collective call as Run takes it.
 type Call struct {
-	Kind Kind
+	// Kind is the call's kind, one the table has schedules for: barrier
+	// to reduce_scatter.
+	Kind wire.CollKind
 	// Root is the root of bcast, reduce, gather and scatter; 0 for the
 	// other kinds. Every rank gives the same root.
 	Root int
@@ -97,31 +99,4 @@ type Call struct {
 	Fold Fold
 	// n is the bytes per rank the table chose by (Run sets it).
 	n int
-}
-
-// Kind is a collective call the table has schedules for. Its numbers are
-// those of runtime's collKind, the kind in a call descriptor.
-type Kind uint8
-
-// Collective kinds.
-const (
-	Barrier       Kind = 1
-	Bcast         Kind = 2
-	Reduce        Kind = 3
-	Allreduce     Kind = 4
-	Gather        Kind = 5
-	Scatter       Kind = 6
-	Allgather     Kind = 7
-	Alltoall      Kind = 8
-	ReduceScatter Kind = 9
-)
-
-var kindNames = [...]string{Barrier: "barrier", Bcast: "bcast", Reduce: "reduce", Allreduce: "allreduce", Gather: "gather", Scatter: "scatter",
-	Allgather: "allgather", Alltoall: "alltoall", ReduceScatter: "reduce_scatter"}
-
-func (k Kind) String() string {
-	if k >= Barrier && k <= ReduceScatter {
-		return kindNames[k]
-	}
-	return fmt.Sprintf("collective(%d)", uint8(k))
 }

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"sperli/topo"
+	"sperli/wire"
 )
 
 // The matrix: every collective at every rank count of rankCounts and data
@@ -37,7 +38,7 @@ import (
 
 var (
 	rankCounts  = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 32, 33, 40, 64, 100, 257}
-	matrixKinds = []Kind{Bcast, Gather, Scatter, Allgather, Alltoall, Reduce, Allreduce, ReduceScatter}
+	matrixKinds = []wire.CollKind{wire.CollBcast, wire.CollGather, wire.CollScatter, wire.CollAllgather, wire.CollAlltoall, wire.CollReduce, wire.CollAllreduce, wire.CollReduceScatter}
 	chunkRanks  = []int{2, 3, 5, 33}
 )
 
@@ -139,27 +140,27 @@ func wantFold(op func(a, b uint64) uint64, data [][]byte) []byte {
 // sizes are the bytes per rank of kind at n ranks: on both sides of every
 // switch, whole multiples of unit (8, or 8n where the data is n blocks of
 // elements).
-func sizes(kind Kind, n int) []int {
+func sizes(kind wire.CollKind, n int) []int {
 	unit := 8
-	if kind == Alltoall || kind == Scatter || kind == ReduceScatter {
+	if kind == wire.CollAlltoall || kind == wire.CollScatter || kind == wire.CollReduceScatter {
 		unit = 8 * n
 	}
-	gathers := kind == Gather || kind == Allgather // results n times the data
-	bytesOnly := gathers || kind == Bcast
-	reduces := kind == Reduce || kind == Allreduce || kind == ReduceScatter
+	gathers := kind == wire.CollGather || kind == wire.CollAllgather // results n times the data
+	bytesOnly := gathers || kind == wire.CollBcast
+	reduces := kind == wire.CollReduce || kind == wire.CollAllreduce || kind == wire.CollReduceScatter
 	targets := []int{0, 8, 3 << 10, chainMin - 8, chainMin, chainMin + 8}
 	switch {
 	case n >= treeMin && n <= 40:
 		// chainMin: the tree's subtrees of more than a chunk, and the
 		// reductions on both sides of the chain.
 		targets = []int{0, 8, 3 << 10}
-		if kind == Gather || !gathers {
+		if kind == wire.CollGather || !gathers {
 			targets = append(targets, chainMin-8, chainMin)
 		}
 		if !gathers {
 			targets = append(targets, chainMin+8)
 		}
-	case n > 100 && kind == Alltoall:
+	case n > 100 && kind == wire.CollAlltoall:
 		// bruck at 8 bytes a block and none; pairwise is as on fewer
 		// ranks (n² frames).
 		targets = targets[:2]
@@ -174,7 +175,7 @@ func sizes(kind Kind, n int) []int {
 		targets = append(targets, bruckMax/n, bruckMax/n+8)
 	}
 	switch {
-	case !slices.Contains(chunkRanks, n) || gathers && n > 3 || kind == Alltoall && n >= treeMin:
+	case !slices.Contains(chunkRanks, n) || gathers && n > 3 || kind == wire.CollAlltoall && n >= treeMin:
 	case raceOn && n >= treeMin:
 		targets = append(targets, chunk+8)
 	default:
@@ -243,7 +244,7 @@ func TestMatrix(t *testing.T) {
 			}
 			all := ranksData(n, most)
 			t.Run("barrier", func(t *testing.T) { checkBarrier(t, n) })
-			for _, kind := range []Kind{Bcast, Gather, Scatter, Allgather, Alltoall} {
+			for _, kind := range []wire.CollKind{wire.CollBcast, wire.CollGather, wire.CollScatter, wire.CollAllgather, wire.CollAlltoall} {
 				for _, size := range sizes(kind, n) {
 					t.Run(fmt.Sprintf("%s/%dB", kind, size), func(t *testing.T) {
 						t.Parallel()
@@ -256,7 +257,7 @@ func TestMatrix(t *testing.T) {
 					})
 				}
 			}
-			for _, kind := range []Kind{Reduce, Allreduce, ReduceScatter} {
+			for _, kind := range []wire.CollKind{wire.CollReduce, wire.CollAllreduce, wire.CollReduceScatter} {
 				for _, size := range sizes(kind, n) {
 					for _, f := range folds(n, size) {
 						t.Run(fmt.Sprintf("%s/%dB/%s", kind, size, f.name), func(t *testing.T) {
@@ -277,7 +278,7 @@ func TestMatrix(t *testing.T) {
 }
 
 func checkBarrier(t *testing.T, n int) {
-	_, res, errs := run(t, n, func(l *fakeLink) Call { return Call{Kind: Barrier} })
+	_, res, errs := run(t, n, func(l *fakeLink) Call { return Call{Kind: wire.CollBarrier} })
 	for r := range n {
 		if errs[r] != nil || len(res[r]) != 0 {
 			t.Errorf("barrier at rank %d = %d bytes, %v; want none, nil", r, len(res[r]), errs[r])
@@ -286,22 +287,22 @@ func checkBarrier(t *testing.T, n int) {
 }
 
 // rooted reports whether a call of kind has a root.
-func rooted(kind Kind) bool {
-	return kind == Bcast || kind == Reduce || kind == Gather || kind == Scatter
+func rooted(kind wire.CollKind) bool {
+	return kind == wire.CollBcast || kind == wire.CollReduce || kind == wire.CollGather || kind == wire.CollScatter
 }
 
 // checkMoves runs a collective that moves data without folding it, by s.
-func checkMoves(t *testing.T, s Schedule, kind Kind, data [][]byte, root int) {
+func checkMoves(t *testing.T, s Schedule, kind wire.CollKind, data [][]byte, root int) {
 	n, size := len(data), len(data[0])
 	_, res, errs := runBy(t, n, s, func(l *fakeLink) Call {
 		c := Call{Kind: kind, Data: data[l.rank]}
 		switch kind {
-		case Bcast, Scatter:
+		case wire.CollBcast, wire.CollScatter:
 			c.Root = root
 			if l.rank != root { // their data is ignored: give none
 				c.Data = nil
 			}
-		case Gather:
+		case wire.CollGather:
 			c.Root = root
 		}
 		l.desc = descLen(kind, l.rank, root, len(c.Data))
@@ -310,18 +311,18 @@ func checkMoves(t *testing.T, s Schedule, kind Kind, data [][]byte, root int) {
 	for r := range n {
 		var want []byte
 		switch kind {
-		case Bcast:
+		case wire.CollBcast:
 			want = data[root]
-		case Scatter:
+		case wire.CollScatter:
 			b := size / n
 			want = data[root][r*b : (r+1)*b]
-		case Gather:
+		case wire.CollGather:
 			if r == root {
 				want = bytes.Join(data, nil)
 			}
-		case Allgather:
+		case wire.CollAllgather:
 			want = bytes.Join(data, nil)
-		case Alltoall:
+		case wire.CollAlltoall:
 			b := size / n
 			for j := range n {
 				want = append(want, data[j][r*b:(r+1)*b]...)
@@ -332,7 +333,7 @@ func checkMoves(t *testing.T, s Schedule, kind Kind, data [][]byte, root int) {
 }
 
 // checkReduction runs a reduction of every rank's data by f, by s.
-func checkReduction(t *testing.T, s Schedule, kind Kind, data [][]byte, f *testFold, root int) {
+func checkReduction(t *testing.T, s Schedule, kind wire.CollKind, data [][]byte, f *testFold, root int) {
 	n, size := len(data), len(data[0])
 	sum := wantFold(f.op, data)
 	if f.name == "float64-sum" && n >= 3 && size >= 64 {
@@ -346,7 +347,7 @@ func checkReduction(t *testing.T, s Schedule, kind Kind, data [][]byte, f *testF
 	_, res, errs := runBy(t, n, s, func(l *fakeLink) Call {
 		l.desc = size
 		c := Call{Kind: kind, Data: data[l.rank], Fold: f}
-		if kind == Reduce {
+		if kind == wire.CollReduce {
 			c.Root = root
 		}
 		return c
@@ -354,13 +355,13 @@ func checkReduction(t *testing.T, s Schedule, kind Kind, data [][]byte, f *testF
 	for r := range n {
 		var want []byte
 		switch kind {
-		case Reduce:
+		case wire.CollReduce:
 			if r == root {
 				want = sum
 			}
-		case Allreduce:
+		case wire.CollAllreduce:
 			want = sum
-		case ReduceScatter:
+		case wire.CollReduceScatter:
 			b := size / n
 			want = sum[r*b : (r+1)*b]
 		}
@@ -368,7 +369,7 @@ func checkReduction(t *testing.T, s Schedule, kind Kind, data [][]byte, f *testF
 	}
 }
 
-func checkResult(t *testing.T, kind Kind, r int, got []byte, err error, want []byte) {
+func checkResult(t *testing.T, kind wire.CollKind, r int, got []byte, err error, want []byte) {
 	t.Helper()
 	if err != nil {
 		t.Errorf("%s at rank %d: %v", kind, r, err)
@@ -392,7 +393,7 @@ func TestBlocksSendAsFolded(t *testing.T) {
 	const n = 3
 	size := n * 3 * chunk // three chunks a block
 	fold := &testFold{t: t, name: "float64-sum", op: func(a, b uint64) uint64 { return math.Float64bits(f64(a) + f64(b)) }}
-	for _, kind := range []Kind{Allreduce, Reduce} {
+	for _, kind := range []wire.CollKind{wire.CollAllreduce, wire.CollReduce} {
 		t.Run(kind.String(), func(t *testing.T) {
 			data := make([][]byte, n)
 			for r := range data {
@@ -411,12 +412,12 @@ func TestBlocksSendAsFolded(t *testing.T) {
 				if errs[r] != nil {
 					t.Fatalf("rank %d: %v", r, errs[r])
 				}
-				if kind == Allreduce || r == 1 {
+				if kind == wire.CollAllreduce || r == 1 {
 					if !bytes.Equal(res[r], want) {
 						t.Errorf("rank %d: the result is not the rank-order fold", r)
 					}
 				}
-				if kind == Reduce && r == 1 {
+				if kind == wire.CollReduce && r == 1 {
 					continue // the root sends no result
 				}
 				if l.firstResult == 0 || l.firstResult > l.lastData {

@@ -1,6 +1,10 @@
 package sched
 
-import "fmt"
+import (
+	"fmt"
+
+	"sperli/wire"
+)
 
 // The table: which algorithm runs a collective call, chosen by kind, size
 // and rank count (SPEC §8.1). Every rank picks the same line for a call
@@ -111,7 +115,7 @@ type Schedule func(l Link, c Call) ([]byte, error)
 // A Rule is a line of the table: a call of Kind whose size (ranks) and n
 // (bytes per rank) satisfy When runs by Run.
 type Rule struct {
-	Kind Kind
+	Kind wire.CollKind
 	Name string                 // the algorithm, as the table above names it
 	When func(size, n int) bool // nil: always
 	Run  Schedule
@@ -121,45 +125,45 @@ type Rule struct {
 // When holds is the call's schedule. Each kind ends with a line that
 // always holds.
 var table = []Rule{
-	{Barrier, "tree", many, treeBarrier},
-	{Barrier, "dissemination", few, dissemination},
-	{Barrier, "star", nil, starBarrier},
-	{Bcast, "tree", many, treeBcast},
-	{Bcast, "chain", large, bcastChain},
-	{Bcast, "star", nil, bcastStar},
-	{Reduce, "chain", manyLarge, chainReduce},
-	{Reduce, "tree", many, treeReduce},
-	{Reduce, "blocks", large, reduceBlocks},
-	{Reduce, "bruck", small, bruckReduce},
-	{Reduce, "star", nil, starReduce},
-	{Allreduce, "chain", manyLarge, chainAllreduce},
-	{Allreduce, "tree", many, treeAllreduce},
-	{Allreduce, "blocks", large, allreduceBlocks},
-	{Allreduce, "bruck", small, bruckAllreduce},
-	{Allreduce, "star", nil, starAllreduce},
-	{ReduceScatter, "chain", manyLarge, chainReduceScatter},
-	{ReduceScatter, "tree", many, treeReduceScatter},
-	{ReduceScatter, "blocks", large, reduceScatterBlocks},
-	{ReduceScatter, "bruck", small, bruckReduceScatter},
-	{ReduceScatter, "star", nil, starReduceScatter},
-	{Allgather, "ring", large, allgatherRing},
-	{Allgather, "tree", many, treeAllgather},
-	{Allgather, "bruck", small, bruckAllgather},
-	{Allgather, "star", nil, starAllgather},
+	{wire.CollBarrier, "tree", many, treeBarrier},
+	{wire.CollBarrier, "dissemination", few, dissemination},
+	{wire.CollBarrier, "star", nil, starBarrier},
+	{wire.CollBcast, "tree", many, treeBcast},
+	{wire.CollBcast, "chain", large, bcastChain},
+	{wire.CollBcast, "star", nil, bcastStar},
+	{wire.CollReduce, "chain", manyLarge, chainReduce},
+	{wire.CollReduce, "tree", many, treeReduce},
+	{wire.CollReduce, "blocks", large, reduceBlocks},
+	{wire.CollReduce, "bruck", small, bruckReduce},
+	{wire.CollReduce, "star", nil, starReduce},
+	{wire.CollAllreduce, "chain", manyLarge, chainAllreduce},
+	{wire.CollAllreduce, "tree", many, treeAllreduce},
+	{wire.CollAllreduce, "blocks", large, allreduceBlocks},
+	{wire.CollAllreduce, "bruck", small, bruckAllreduce},
+	{wire.CollAllreduce, "star", nil, starAllreduce},
+	{wire.CollReduceScatter, "chain", manyLarge, chainReduceScatter},
+	{wire.CollReduceScatter, "tree", many, treeReduceScatter},
+	{wire.CollReduceScatter, "blocks", large, reduceScatterBlocks},
+	{wire.CollReduceScatter, "bruck", small, bruckReduceScatter},
+	{wire.CollReduceScatter, "star", nil, starReduceScatter},
+	{wire.CollAllgather, "ring", large, allgatherRing},
+	{wire.CollAllgather, "tree", many, treeAllgather},
+	{wire.CollAllgather, "bruck", small, bruckAllgather},
+	{wire.CollAllgather, "star", nil, starAllgather},
 	// alltoall sends every rank a block of every rank: on many ranks,
 	// small blocks go by bruck's ⌈log2 n⌉ rounds and partners, the rest
 	// pairwise, every rank a partner.
-	{Alltoall, "bruck", manySmallBlocks, bruckAlltoall},
-	{Alltoall, "pairwise", nil, pairwise},
-	{Gather, "tree", many, treeGather},
-	{Gather, "star", nil, starGather},
-	{Scatter, "tree", many, treeScatter},
-	{Scatter, "star", nil, starScatter},
+	{wire.CollAlltoall, "bruck", manySmallBlocks, bruckAlltoall},
+	{wire.CollAlltoall, "pairwise", nil, pairwise},
+	{wire.CollGather, "tree", many, treeGather},
+	{wire.CollGather, "star", nil, starGather},
+	{wire.CollScatter, "tree", many, treeScatter},
+	{wire.CollScatter, "star", nil, starScatter},
 }
 
 // Choose returns the line of the table that runs a call of kind on size
 // ranks with n bytes per rank, or false for a kind the table has none for.
-func Choose(kind Kind, size, n int) (Rule, bool) {
+func Choose(kind wire.CollKind, size, n int) (Rule, bool) {
 	for _, r := range table {
 		if r.Kind == kind && (r.When == nil || r.When(size, n)) {
 			return r, true
@@ -175,7 +179,7 @@ func Choose(kind Kind, size, n int) (Rule, bool) {
 // as it is.
 func Run(l Link, c Call) ([]byte, error) {
 	c.n = len(c.Data)
-	if c.Kind == Bcast && l.Rank() != c.Root && l.Size() > 1 && !many(l.Size(), 0) {
+	if c.Kind == wire.CollBcast && l.Rank() != c.Root && l.Size() > 1 && !many(l.Size(), 0) {
 		// Off the root the length is unknown until the root's
 		// announcement, which says which line follows. On treeMin ranks
 		// or more one line, the tree, runs every length, which its last

@@ -1,6 +1,9 @@
 package sched
 
-import "sperli/topo"
+import (
+	"sperli/topo"
+	"sperli/wire"
+)
 
 // The tree schedules of calls on treeMin ranks or more (issue 21: a
 // thousand ranks on one machine, links made the first time a schedule
@@ -162,7 +165,7 @@ func (o *outflow) fill(buf []byte, filled int, full bool) error {
 // every rank alike): a rank's own data, then its kids' subtrees' in rank
 // order, to its parent. It returns its subtree's data in rank order,
 // 8-byte aligned: at rank 0 every rank's.
-func gatherUp(l Link, t tree, kind Kind, data []byte) ([]byte, error) {
+func gatherUp(l Link, t tree, kind wire.CollKind, data []byte) ([]byte, error) {
 	b := len(data)
 	buf := AlignedBytes((t.hi - t.me) * b)
 	copy(buf, data)
@@ -193,7 +196,7 @@ func gatherUp(l Link, t tree, kind Kind, data []byte) ([]byte, error) {
 // takeData takes a frame of a kid's data, want bytes, and checks its
 // sender gave n bytes as this rank did (runtime checks the descriptors
 // first; here the ranks that took the other's frames say it alike).
-func takeData(l Link, from int, kind Kind, n, want int) (Frame, error) {
+func takeData(l Link, from int, kind wire.CollKind, n, want int) (Frame, error) {
 	f, err := l.Take(from)
 	if err != nil {
 		return f, err

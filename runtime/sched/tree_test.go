@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"sperli/topo"
+	"sperli/wire"
 )
 
 // TestChooseUpTo32: on 1 to 32 ranks every call runs by the line it ran by
 // before issue 21 (measured, docs/benchmarks.md), which before writes out;
 // from treeMin ranks by the tree, the chain, the ring or pairwise.
 func TestChooseUpTo32(t *testing.T) {
-	for _, kind := range append(slices.Clone(matrixKinds), Barrier) {
+	for _, kind := range append(slices.Clone(matrixKinds), wire.CollBarrier) {
 		for size := 1; size <= 40; size++ {
 			for _, n := range []int{0, 8, 16 << 10 / size, 64<<10/size - 8, 64<<10/size + 8, 64<<10 - 8, 64 << 10, size * 8 << 10, size * (8<<10 + 8), 1 << 20} {
 				want := before(kind, size, n)
@@ -32,23 +33,23 @@ func TestChooseUpTo32(t *testing.T) {
 
 // before is the table as it was before issue 21 (bruckRanks 4, bruckMax
 // and chainMin 64 KiB).
-func before(kind Kind, size, n int) string {
+func before(kind wire.CollKind, size, n int) string {
 	large := size > 1 && n >= 64<<10
 	small := size > 1 && size <= 4 && size*n <= 64<<10
 	switch kind {
-	case Barrier:
+	case wire.CollBarrier:
 		if size <= 4 {
 			return "dissemination"
 		}
 		return "star"
-	case Bcast:
+	case wire.CollBcast:
 		if large {
 			return "chain"
 		}
 		return "star"
-	case Reduce, Allreduce, ReduceScatter, Allgather:
+	case wire.CollReduce, wire.CollAllreduce, wire.CollReduceScatter, wire.CollAllgather:
 		switch {
-		case large && kind == Allgather:
+		case large && kind == wire.CollAllgather:
 			return "ring"
 		case large:
 			return "blocks"
@@ -56,7 +57,7 @@ func before(kind Kind, size, n int) string {
 			return "bruck"
 		}
 		return "star"
-	case Alltoall:
+	case wire.CollAlltoall:
 		return "pairwise"
 	}
 	return "star"
@@ -64,15 +65,15 @@ func before(kind Kind, size, n int) string {
 
 // beyond32 is the line of a call of n bytes a rank on size ranks, size
 // treeMin or more.
-func beyond32(kind Kind, size, n int) string {
+func beyond32(kind wire.CollKind, size, n int) string {
 	switch {
-	case kind == Alltoall && n/size <= 8<<10 && n <= 4<<20:
+	case kind == wire.CollAlltoall && n/size <= 8<<10 && n <= 4<<20:
 		return "bruck"
-	case kind == Alltoall:
+	case kind == wire.CollAlltoall:
 		return "pairwise"
-	case n >= 64<<10 && kind == Allgather:
+	case n >= 64<<10 && kind == wire.CollAllgather:
 		return "ring"
-	case n >= 64<<10 && (kind == Reduce || kind == Allreduce || kind == ReduceScatter):
+	case n >= 64<<10 && (kind == wire.CollReduce || kind == wire.CollAllreduce || kind == wire.CollReduceScatter):
 		return "chain"
 	}
 	return "tree"
@@ -85,26 +86,26 @@ func beyond32(kind Kind, size, n int) string {
 // parent or first kid where it has kids; the ring's two neighbours.
 // alltoall's pairwise exchange has every rank a partner, by definition.
 var treeLines = []struct {
-	kind     Kind
+	kind     wire.CollKind
 	name     string
 	partners int
 }{
-	{Barrier, "tree", topo.Radix + 1},
-	{Bcast, "tree", topo.Radix + 1},
-	{Gather, "tree", topo.Radix + 1},
-	{Scatter, "tree", topo.Radix + 1},
-	{Reduce, "tree", topo.Radix + 1},
-	{Allreduce, "tree", topo.Radix + 1},
-	{ReduceScatter, "tree", topo.Radix + 1},
-	{Allgather, "tree", topo.Radix + 1},
-	{Reduce, "chain", topo.Radix + 2},
-	{Allreduce, "chain", topo.Radix + 2},
-	{ReduceScatter, "chain", topo.Radix + 2},
-	{Allgather, "ring", 2},
+	{wire.CollBarrier, "tree", topo.Radix + 1},
+	{wire.CollBcast, "tree", topo.Radix + 1},
+	{wire.CollGather, "tree", topo.Radix + 1},
+	{wire.CollScatter, "tree", topo.Radix + 1},
+	{wire.CollReduce, "tree", topo.Radix + 1},
+	{wire.CollAllreduce, "tree", topo.Radix + 1},
+	{wire.CollReduceScatter, "tree", topo.Radix + 1},
+	{wire.CollAllgather, "tree", topo.Radix + 1},
+	{wire.CollReduce, "chain", topo.Radix + 2},
+	{wire.CollAllreduce, "chain", topo.Radix + 2},
+	{wire.CollReduceScatter, "chain", topo.Radix + 2},
+	{wire.CollAllgather, "ring", 2},
 }
 
 // line is the table's line of kind named name.
-func line(t *testing.T, kind Kind, name string) Rule {
+func line(t *testing.T, kind wire.CollKind, name string) Rule {
 	t.Helper()
 	for _, r := range table {
 		if r.Kind == kind && r.Name == name {
@@ -144,12 +145,12 @@ func TestPartners(t *testing.T) {
 			links, _, errs := runBy(t, n, rule.Run, func(l *fakeLink) Call {
 				c := Call{Kind: tl.kind, Root: root, Data: make([]byte, 8)}
 				switch tl.kind {
-				case Barrier:
+				case wire.CollBarrier:
 					c.Data = nil
-				case ReduceScatter, Scatter:
+				case wire.CollReduceScatter, wire.CollScatter:
 					c.Data = make([]byte, 8*n)
 				}
-				if tl.kind == Reduce || tl.kind == Allreduce || tl.kind == ReduceScatter {
+				if tl.kind == wire.CollReduce || tl.kind == wire.CollAllreduce || tl.kind == wire.CollReduceScatter {
 					c.Fold = folds(n, 8)[0]
 				}
 				l.desc = descLen(tl.kind, l.rank, root, len(c.Data))
@@ -204,7 +205,7 @@ func TestTreeSmall(t *testing.T) {
 				}
 				rule := line(t, tl.kind, tl.name)
 				unit := 8
-				if tl.kind == Scatter || tl.kind == ReduceScatter {
+				if tl.kind == wire.CollScatter || tl.kind == wire.CollReduceScatter {
 					unit = 8 * n
 				}
 				for _, size := range []int{0, unit, (chunk/unit + 1) * unit} {
@@ -224,9 +225,9 @@ func TestTreeSmall(t *testing.T) {
 					}
 					for _, root := range rs {
 						switch tl.kind {
-						case Barrier:
+						case wire.CollBarrier:
 							checkBarrierBy(t, rule.Run, n)
-						case Reduce, Allreduce, ReduceScatter:
+						case wire.CollReduce, wire.CollAllreduce, wire.CollReduceScatter:
 							checkReduction(t, rule.Run, tl.kind, data, folds(n, size)[1], root)
 						default:
 							checkMoves(t, rule.Run, tl.kind, data, root)
@@ -239,7 +240,7 @@ func TestTreeSmall(t *testing.T) {
 }
 
 func checkBarrierBy(t *testing.T, s Schedule, n int) {
-	_, res, errs := runBy(t, n, s, func(l *fakeLink) Call { return Call{Kind: Barrier} })
+	_, res, errs := runBy(t, n, s, func(l *fakeLink) Call { return Call{Kind: wire.CollBarrier} })
 	for r := range n {
 		if errs[r] != nil || len(res[r]) != 0 {
 			t.Errorf("barrier at rank %d = %d bytes, %v; want none, nil", r, len(res[r]), errs[r])
@@ -253,16 +254,16 @@ func checkBarrierBy(t *testing.T, s Schedule, n int) {
 // 1,024 ranks, where a rank has at most 2⌈log2 n⌉ partners: one to send
 // to and one to take from in each round.
 func TestBruckAlltoall(t *testing.T) {
-	rule := line(t, Alltoall, "bruck")
+	rule := line(t, wire.CollAlltoall, "bruck")
 	for n := 1; n <= 40; n++ {
 		for _, b := range []int{0, 8, 24} {
-			checkMoves(t, rule.Run, Alltoall, ranksData(n, n*b), 0)
+			checkMoves(t, rule.Run, wire.CollAlltoall, ranksData(n, n*b), 0)
 		}
 	}
 	for _, n := range []int{7, 33, 40} {
 		// Blocks past the 1 KiB that bounded bruck until 2026-12-06.
-		checkMoves(t, rule.Run, Alltoall, ranksData(n, n*3000), 0)
-		checkMoves(t, rule.Run, Alltoall, ranksData(n, n*bruckBlock), 0)
+		checkMoves(t, rule.Run, wire.CollAlltoall, ranksData(n, n*3000), 0)
+		checkMoves(t, rule.Run, wire.CollAlltoall, ranksData(n, n*bruckBlock), 0)
 	}
 	const n = 1024
 	links, res, errs := runBy(t, n, rule.Run, func(l *fakeLink) Call {
@@ -271,8 +272,8 @@ func TestBruckAlltoall(t *testing.T) {
 			binary.LittleEndian.PutUint32(data[8*j:], uint32(l.rank))
 			binary.LittleEndian.PutUint32(data[8*j+4:], uint32(j))
 		}
-		l.desc = descLen(Alltoall, l.rank, 0, len(data))
-		return Call{Kind: Alltoall, Data: data}
+		l.desc = descLen(wire.CollAlltoall, l.rank, 0, len(data))
+		return Call{Kind: wire.CollAlltoall, Data: data}
 	})
 	rounds := bits.Len(uint(n - 1))
 	for r, l := range links {
