@@ -64,6 +64,7 @@ type core struct {
 	match    *matcher
 	open     map[any]struct{} // open operations (*SendOp, *RecvOp)
 	err      error            // why the communicator ended; set once, under mu
+	ending   bool             // an end is telling the peers; err follows; under mu
 	finished bool
 	dead     chan struct{} // closed when err is set
 
@@ -176,19 +177,24 @@ func (c *Comm) deadErr() error {
 // end records why the communicator ended and wakes every waiter. It reports
 // whether this call was the first (only the first cause is kept). With a
 // reason, the first call also tells every peer (an abort frame) — before
-// any waiter wakes: a woken program may close the communicator at once, and
-// a peer that read the connection's end before the abort would take this
-// rank for lost.
+// any waiter wakes or any call sees the end: a woken program may close the
+// communicator at once, and a peer that read the connection's end before
+// the abort would take this rank for lost. The abort is queued with no
+// mutex held (nosend_test.go); a later call waits for the first's end.
 func (c *Comm) end(err error, tell *wire.Reason) bool {
 	c.mu.Lock()
-	if c.err != nil {
+	if c.err != nil || c.ending {
 		c.mu.Unlock()
+		<-c.dead // the first call is queuing its abort, which never waits
 		return false
 	}
-	c.err = err
+	c.ending = true
+	c.mu.Unlock()
 	if tell != nil {
 		c.tell(*tell)
 	}
+	c.mu.Lock()
+	c.err = err
 	close(c.dead)
 	ops := c.match.all()
 	c.mu.Unlock()

@@ -292,6 +292,18 @@ type agrees struct {
 	insts map[[2]uint32]*agreeInst
 	early map[[2]uint32][]agreeMsg
 	n     int // early messages kept
+	// What the engines returned, to send in that order with mu not held
+	// (flush), and whether a goroutine is sending it now.
+	out      []agreeSend
+	flushing bool
+}
+
+// agreeSend is one step's messages of an instance, and whether the
+// instance is done after them (its done closes once they are queued).
+type agreeSend struct {
+	in   *agreeInst
+	outs []elastic.Out
+	done bool
 }
 
 type agreeInst struct {
@@ -311,19 +323,20 @@ const maxEarlyAgree = 4096
 
 func (a *agrees) suspect(slot int) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	for _, in := range a.insts {
-		in.send(in.eng.Suspect(slot))
+		a.queue(in, in.eng.Suspect(slot))
 	}
+	a.mu.Unlock()
+	a.flush()
 }
 
 // in takes an agree message for communicator id, call k, from slot from.
 func (a *agrees) in(from int, id, k uint32, m elastic.Msg) error {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	key := [2]uint32{id, k}
 	in, ok := a.insts[key]
 	if !ok {
+		defer a.mu.Unlock()
 		if a.n >= maxEarlyAgree {
 			return violation(from, "it sent more than %d agree messages for calls this rank has not made", maxEarlyAgree)
 		}
@@ -334,10 +347,55 @@ func (a *agrees) in(from int, id, k uint32, m elastic.Msg) error {
 		a.n++
 		return nil
 	}
-	in.send(in.eng.Receive(from, m))
+	a.queue(in, in.eng.Receive(from, m))
+	a.mu.Unlock()
+	a.flush()
 	return nil
 }
 
+// queue takes what in's engine returned: messages to send and, once the
+// instance decided or failed, the close of its done. Call with a.mu held,
+// and flush once it is unlocked.
+func (a *agrees) queue(in *agreeInst, outs []elastic.Out) {
+	s := agreeSend{in: in, outs: outs}
+	if !in.shut {
+		if _, ok := in.eng.Decided(); ok || in.eng.Err() != nil {
+			in.shut, s.done = true, true
+		}
+	}
+	if len(s.outs) > 0 || s.done {
+		a.out = append(a.out, s)
+	}
+}
+
+// flush sends what queue took, in the order the engines returned it, with
+// no mutex held: one goroutine at a time sends, and one that finds another
+// sending leaves its messages to it, so that the frames to a slot leave in
+// the order they were made.
+func (a *agrees) flush() {
+	a.mu.Lock()
+	if a.flushing {
+		a.mu.Unlock()
+		return
+	}
+	a.flushing = true
+	for len(a.out) > 0 {
+		batch := a.out
+		a.out = nil
+		a.mu.Unlock()
+		for _, s := range batch {
+			s.in.send(s.outs)
+			if s.done {
+				close(s.in.done) // after its last messages are queued: the caller may end at once
+			}
+		}
+		a.mu.Lock()
+	}
+	a.flushing = false
+	a.mu.Unlock()
+}
+
+// send queues outs on their links.
 func (in *agreeInst) send(outs []elastic.Out) {
 	for _, o := range outs {
 		p := in.c.links.link(o.To)
@@ -353,12 +411,6 @@ func (in *agreeInst) send(outs []elastic.Out) {
 		head = binary.BigEndian.AppendUint32(head, uint32(o.Msg.Gen))
 		p.ControlOf(in.c.inc, wire.Agree, append(head, b...))
 		p.ReadSoon()
-	}
-	if !in.shut {
-		if _, ok := in.eng.Decided(); ok || in.eng.Err() != nil {
-			in.shut = true
-			close(in.done)
-		}
 	}
 }
 
@@ -434,14 +486,15 @@ func (c *Comm) agreeAs(ctx context.Context, flag uint64, kind byte) (out uint64,
 	}
 	key := [2]uint32{c.ctxID, uint32(k)}
 	a.insts[key] = in
-	in.send(eng.SetInput(append(binary.BigEndian.AppendUint64(nil, flag), kind)))
-	in.send(eng.Start(known))
+	a.queue(in, eng.SetInput(append(binary.BigEndian.AppendUint64(nil, flag), kind)))
+	a.queue(in, eng.Start(known))
 	for _, e := range a.early[key] {
-		in.send(eng.Receive(e.from, e.m))
+		a.queue(in, eng.Receive(e.from, e.m))
 	}
 	a.n -= len(a.early[key])
 	delete(a.early, key)
 	a.mu.Unlock()
+	a.flush()
 	defer leaveWait(enterWait(collWait{uint64(k), wire.Call{Kind: wire.CollAgree}, -1}, c.worldRank(c.rank), -1))
 	select {
 	case <-in.done:
